@@ -1,0 +1,101 @@
+#include "testing/util.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace hubload::testing {
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::string base = fs::temp_directory_path().string() + "/hubload-test-XXXXXX";
+  std::vector<char> buf(base.begin(), base.end());
+  buf.push_back('\0');
+  char* p = mkdtemp(buf.data());
+  if (!p) {
+    ADD_FAILURE() << "mkdtemp failed";
+    return;
+  }
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) {
+    // Make everything writable first so read-only files do not block removal.
+    for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      std::error_code ec2;
+      if (!it->is_symlink(ec2)) fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec2);
+    }
+    fs::remove_all(path_, ec);
+  }
+}
+
+fs::path SharedDataDir() {
+  const char* env = std::getenv("HUBLOAD_SHARED_DATA");
+  fs::path p = env && *env ? fs::path(env) : fs::path(HUBLOAD_TEST_SHARED_DATA);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return p;
+  return {};
+}
+
+std::string HubloadBin() {
+  const char* env = std::getenv("HUBLOAD_BIN");
+  return env ? std::string(env) : std::string("hubload");
+}
+
+std::vector<uint8_t> ReadFileBytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << p;
+    return {};
+  }
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void WriteFileBytes(const fs::path& p, const void* data, size_t n) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  if (!out) ADD_FAILURE() << "cannot write " << p;
+}
+
+void WriteFileBytes(const fs::path& p, const std::string& s) { WriteFileBytes(p, s.data(), s.size()); }
+
+std::string Sha256Hex(const void* data, size_t n) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data, n, md, &len, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s.push_back(hex[md[i] >> 4]);
+    s.push_back(hex[md[i] & 15]);
+  }
+  return s;
+}
+
+int RunCommand(const std::string& cmd, std::string* out, std::string* err) {
+  TempDir tmp;
+  std::string o = tmp.str() + "/out", e = tmp.str() + "/err";
+  std::string full = "(" + cmd + ") >'" + o + "' 2>'" + e + "' </dev/null";
+  int rc = std::system(full.c_str());
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  if (out) *out = slurp(o);
+  if (err) *err = slurp(e);
+  if (rc == -1) return -1;
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+}  // namespace hubload::testing

@@ -1,0 +1,43 @@
+// Test utilities shared by every test binary.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace hubload::testing {
+
+/// A fresh directory under $TMPDIR, removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// ../shared/data/real (or $HUBLOAD_SHARED_DATA); empty path when absent.
+/// Tests that need it call GTEST_SKIP() with a message when it is empty.
+std::filesystem::path SharedDataDir();
+
+/// Path of the built `hubload` CLI ($HUBLOAD_BIN, set by ctest).
+std::string HubloadBin();
+
+/// Whole file as bytes. Aborts the test (ADD_FAILURE) and returns {} if unreadable.
+std::vector<uint8_t> ReadFileBytes(const std::filesystem::path& p);
+void WriteFileBytes(const std::filesystem::path& p, const void* data, size_t n);
+void WriteFileBytes(const std::filesystem::path& p, const std::string& s);
+
+/// Lower-case hex sha256 of a buffer (OpenSSL, independent of hubload code).
+std::string Sha256Hex(const void* data, size_t n);
+
+/// Runs `cmd` through /bin/sh; returns exit status (or -1) and fills stdout/stderr.
+int RunCommand(const std::string& cmd, std::string* out, std::string* err = nullptr);
+
+}  // namespace hubload::testing

@@ -1,0 +1,56 @@
+#include <cstdio>
+#include <map>
+
+#include "tools/hubload/cli.h"
+
+namespace hubload::cli {
+
+std::vector<Registered>& Registry() {
+  static std::vector<Registered> r;
+  return r;
+}
+
+Command::Command(std::string name, Setup setup) {
+  Registry().push_back({std::move(name), std::move(setup)});
+}
+
+int Fail(const std::string& command, const std::string& message) {
+  std::fprintf(stderr, "hubload %s: %s\n", command.c_str(), message.c_str());
+  return 1;
+}
+
+}  // namespace hubload::cli
+
+int main(int argc, char** argv) {
+  using namespace hubload::cli;
+  CLI::App app{"hubload: fetch models from the Hugging Face Hub and load them"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("hubload ") + HUBLOAD_VERSION);
+  Global g;
+  g.config = hubload::HubConfig::FromEnvironment();
+  app.add_option("--endpoint", g.config.endpoint, "Hub endpoint (default $HF_ENDPOINT, else https://huggingface.co)");
+  // The token's value is never echoed back by --help (no default shown).
+  app.add_option("--token", g.config.token, "Hub token (default $HF_TOKEN, else the token file under $HF_HOME)");
+  app.add_option("--cache-dir", g.config.cache_dir,
+                 "cache folder (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
+      ->capture_default_str();
+
+  std::map<CLI::App*, std::function<int()>> actions;
+  for (auto& r : Registry()) {
+    size_t before = app.get_subcommands({}).size();
+    auto action = r.setup(app, g);
+    auto subs = app.get_subcommands({});
+    if (subs.size() > before) actions[subs.back()] = std::move(action);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  while (!g.config.endpoint.empty() && g.config.endpoint.back() == '/') g.config.endpoint.pop_back();
+  for (auto& [sub, action] : actions) {
+    if (sub->parsed()) return action();
+  }
+  return 2;
+}
