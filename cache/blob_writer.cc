@@ -1,0 +1,218 @@
+// BlobWriter: partial file + streaming sha256 + verified promotion to blobs/.
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "cache/util.h"
+#include "hubload/cache.h"
+
+namespace hubload {
+namespace {
+
+constexpr size_t kWriteBuffer = 1 << 20;  // ≥ 1 MiB writes (performance.md §2)
+
+std::string Hex(const unsigned char* md, unsigned len) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s.push_back(hex[md[i] >> 4]);
+    s.push_back(hex[md[i] & 15]);
+  }
+  return s;
+}
+
+}  // namespace
+
+struct BlobWriter::Impl {
+  int fd = -1;
+  EVP_MD_CTX* md = nullptr;
+  Options opt;
+  std::string etag;
+  std::vector<char> buf;  // pending bytes not yet written
+  uint64_t flushed = 0;   // bytes on disk
+
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+    if (md) EVP_MD_CTX_free(md);
+  }
+  void ResetHash() {
+    EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
+  }
+  Status Flush(const std::string& path) {
+    size_t off = 0;
+    while (off < buf.size()) {
+      ssize_t w = ::pwrite(fd, buf.data() + off, buf.size() - off, static_cast<off_t>(flushed + off));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return cache_internal::IoError("cannot write partial download", path, errno);
+      }
+      off += static_cast<size_t>(w);
+    }
+    flushed += buf.size();
+    buf.clear();
+    return Status::Ok();
+  }
+};
+
+Result<std::unique_ptr<BlobWriter>> BlobWriter::Open(const RepoCache& repo, std::string etag, Options options) {
+  return OpenPaths(repo.IncompletePath(etag), repo.BlobPath(etag), "blob " + etag, std::move(options));
+}
+
+Result<std::unique_ptr<BlobWriter>> BlobWriter::OpenPaths(std::string partial_path, std::string final_path,
+                                                          std::string label, Options options) {
+  std::unique_ptr<BlobWriter> w(new BlobWriter());
+  w->impl_ = std::make_unique<Impl>();
+  Impl& im = *w->impl_;
+  im.opt = std::move(options);
+  im.etag = std::move(label);
+  im.md = EVP_MD_CTX_new();
+  im.ResetHash();
+  im.buf.reserve(kWriteBuffer);
+  w->partial_path_ = std::move(partial_path);
+  w->blob_path_ = std::move(final_path);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(w->partial_path_).parent_path(), ec);
+  if (ec) return cache_internal::IoError("cannot create folder for", w->partial_path_, ec.value());
+  std::filesystem::create_directories(std::filesystem::path(w->blob_path_).parent_path(), ec);
+  if (ec) return cache_internal::IoError("cannot create folder for", w->blob_path_, ec.value());
+  im.fd = ::open(w->partial_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (im.fd < 0) return cache_internal::IoError("cannot open partial download", w->partial_path_, errno);
+  struct stat st;
+  if (::fstat(im.fd, &st) != 0) return cache_internal::IoError("cannot stat", w->partial_path_, errno);
+  uint64_t have = static_cast<uint64_t>(st.st_size);
+  bool keep = im.opt.resume && have > 0 &&
+              (im.opt.expected_size < 0 || have <= static_cast<uint64_t>(im.opt.expected_size));
+  if (!keep) {
+    if (have > 0 && ::ftruncate(im.fd, 0) != 0)
+      return cache_internal::IoError("cannot truncate", w->partial_path_, errno);
+    return w;
+  }
+  // Hash the bytes already there so the digest covers the whole blob.
+  std::vector<char> rb(kWriteBuffer);
+  uint64_t off = 0;
+  while (off < have) {
+    ssize_t r = ::pread(im.fd, rb.data(), rb.size(), static_cast<off_t>(off));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return cache_internal::IoError("cannot read partial download", w->partial_path_, errno);
+    }
+    if (r == 0) break;
+    EVP_DigestUpdate(im.md, rb.data(), static_cast<size_t>(r));
+    off += static_cast<uint64_t>(r);
+  }
+  im.flushed = off;
+  w->offset_ = off;
+  return w;
+}
+
+BlobWriter::~BlobWriter() = default;
+
+Status BlobWriter::Append(const char* data, size_t n) {
+  Impl& im = *impl_;
+  if (im.opt.expected_size >= 0 && offset_ + n > static_cast<uint64_t>(im.opt.expected_size)) {
+    return Status(Code::kCorruptDownload,
+                  "received more bytes than the expected " + std::to_string(im.opt.expected_size) + " for " +
+                      im.etag,
+                  "SizeMismatch", cache_internal::FileCtx(partial_path_));
+  }
+  EVP_DigestUpdate(im.md, data, n);
+  offset_ += n;
+  while (n > 0) {
+    size_t take = std::min(n, kWriteBuffer - im.buf.size());
+    im.buf.insert(im.buf.end(), data, data + take);
+    data += take;
+    n -= take;
+    if (im.buf.size() >= kWriteBuffer) HUBLOAD_RETURN_IF_ERROR(im.Flush(partial_path_));
+  }
+  return Status::Ok();
+}
+
+Status BlobWriter::Restart() {
+  Impl& im = *impl_;
+  im.buf.clear();
+  im.flushed = 0;
+  offset_ = 0;
+  im.ResetHash();
+  if (::ftruncate(im.fd, 0) != 0) return cache_internal::IoError("cannot truncate", partial_path_, errno);
+  return Status::Ok();
+}
+
+std::string BlobWriter::CurrentSha256() const {
+  EVP_MD_CTX* c = EVP_MD_CTX_new();
+  EVP_MD_CTX_copy_ex(c, impl_->md);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(c, md, &len);
+  EVP_MD_CTX_free(c);
+  return Hex(md, len);
+}
+
+Result<std::string> BlobWriter::Commit() {
+  Impl& im = *impl_;
+  HUBLOAD_RETURN_IF_ERROR(im.Flush(partial_path_));
+  ErrorContext ctx = cache_internal::FileCtx(partial_path_);
+  if (im.opt.expected_size >= 0 && offset_ != static_cast<uint64_t>(im.opt.expected_size)) {
+    // Too short: keep the partial for a later resume.
+    return Status(Code::kCorruptDownload,
+                  "download of " + im.etag + " ended after " + std::to_string(offset_) + " of " +
+                      std::to_string(im.opt.expected_size) + " bytes",
+                  "SizeMismatch", ctx);
+  }
+  if (!im.opt.expected_sha256.empty()) {
+    std::string got = CurrentSha256();
+    if (got != im.opt.expected_sha256) {
+      Discard();
+      return Status(Code::kCorruptDownload,
+                    "sha256 of downloaded blob is " + got + ", expected " + im.opt.expected_sha256 +
+                        " (partial discarded)",
+                    "HashMismatch", ctx);
+    }
+  }
+  // Same permissions a fresh file in the folder would get (umask applied at create).
+  if (::rename(partial_path_.c_str(), blob_path_.c_str()) != 0)
+    return cache_internal::IoError("cannot move verified blob to", blob_path_, errno);
+  ::close(im.fd);
+  im.fd = -1;
+  return blob_path_;
+}
+
+void BlobWriter::Discard() {
+  Impl& im = *impl_;
+  im.buf.clear();
+  ::unlink(partial_path_.c_str());
+  if (im.fd >= 0) ::close(im.fd);
+  im.fd = -1;
+}
+
+Result<std::string> Sha256File(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cache_internal::IoError("cannot open", path, errno);
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
+  std::vector<char> buf(kWriteBuffer);
+  while (true) {
+    ssize_t r = ::read(fd, buf.data(), buf.size());
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      EVP_MD_CTX_free(md);
+      return cache_internal::IoError("cannot read", path, e);
+    }
+    if (r == 0) break;
+    EVP_DigestUpdate(md, buf.data(), static_cast<size_t>(r));
+  }
+  ::close(fd);
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(md, out, &len);
+  EVP_MD_CTX_free(md);
+  return Hex(out, len);
+}
+
+}  // namespace hubload

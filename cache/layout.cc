@@ -1,0 +1,265 @@
+// Cache layout: names and small atomic operations (see hubload/cache.h).
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "cache/util.h"
+#include "hubload/cache.h"
+
+namespace hubload {
+namespace fs = std::filesystem;
+
+const char* RepoTypeName(RepoType t) {
+  switch (t) {
+    case RepoType::kModel: return "model";
+    case RepoType::kDataset: return "dataset";
+    case RepoType::kSpace: return "space";
+  }
+  return "model";
+}
+
+Result<RepoType> ParseRepoType(std::string_view s) {
+  if (s == "model" || s == "models") return RepoType::kModel;
+  if (s == "dataset" || s == "datasets") return RepoType::kDataset;
+  if (s == "space" || s == "spaces") return RepoType::kSpace;
+  return Status(Code::kInvalidArgument,
+                "unknown repo type '" + std::string(s) + "': expected model, dataset or space", "BadRepoType");
+}
+
+bool IsCommitHash(std::string_view s) {
+  if (s.size() != 40) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::string RepoFolderName(std::string_view repo_id, RepoType type) {
+  std::string out = std::string(RepoTypeName(type)) + "s";
+  size_t start = 0;
+  while (start <= repo_id.size()) {
+    size_t slash = repo_id.find('/', start);
+    if (slash == std::string_view::npos) slash = repo_id.size();
+    out += "--";
+    out.append(repo_id.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return out;
+}
+
+Status ValidateRepoId(std::string_view repo_id) {
+  auto bad = [&](const std::string& rule) {
+    return Status(Code::kInvalidArgument, "invalid repo id '" + std::string(repo_id) + "': " + rule, "BadRepoId");
+  };
+  if (repo_id.empty()) return bad("empty");
+  if (repo_id.size() > 96) return bad("longer than 96 characters");
+  size_t slashes = std::count(repo_id.begin(), repo_id.end(), '/');
+  if (slashes > 1) return bad("expected 'name' or 'namespace/name'");
+  size_t start = 0;
+  for (int i = 0; i <= static_cast<int>(slashes); ++i) {
+    size_t end = repo_id.find('/', start);
+    if (end == std::string_view::npos) end = repo_id.size();
+    std::string_view seg = repo_id.substr(start, end - start);
+    if (seg.empty()) return bad("empty segment");
+    if (seg.find("..") != std::string_view::npos || seg.find("--") != std::string_view::npos)
+      return bad("'..' and '--' are forbidden");
+    if (seg.front() == '-' || seg.front() == '.' || seg.back() == '-' || seg.back() == '.')
+      return bad("segments cannot start or end with '-' or '.'");
+    for (char c : seg) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+        return bad("only letters, digits, '-', '_' and '.' are allowed");
+    }
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+std::string NormalizeEtag(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  if (v.size() >= 2 && v.substr(0, 2) == "W/") v.remove_prefix(2);
+  while (!v.empty() && v.front() == '"') v.remove_prefix(1);
+  while (!v.empty() && v.back() == '"') v.remove_suffix(1);
+  return std::string(v);
+}
+
+Status ValidateRepoPath(std::string_view path) {
+  auto bad = [&](const std::string& rule) {
+    std::string shown;
+    for (char c : path) {
+      if (static_cast<unsigned char>(c) < 0x20) shown += "\\x" + std::to_string(static_cast<int>(c));
+      else shown += c;
+    }
+    return Status(Code::kInvalidArgument, "unsafe file name '" + shown + "' in repo: " + rule, "UnsafePath",
+                  cache_internal::FileCtx(shown));
+  };
+  if (path.empty()) return bad("empty name");
+  for (char c : path) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return bad("control character");
+    if (c == '\\') return bad("backslash (a Windows separator) is not allowed");
+  }
+  if (path.front() == '/') return bad("absolute path");
+  if (path.size() >= 2 && std::isalpha(static_cast<unsigned char>(path[0])) && path[1] == ':')
+    return bad("Windows drive path");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view seg = path.substr(start, end - start);
+    if (seg.empty()) return bad("empty path segment");
+    if (seg == "." || seg == "..") return bad("'.' or '..' segment");
+    if (seg.find(':') != std::string_view::npos && seg.size() >= 2 && seg[1] == ':')
+      return bad("Windows drive path");
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+Status ValidateRevision(std::string_view rev) {
+  auto bad = [&](const std::string& rule) {
+    return Status(Code::kInvalidArgument, "invalid revision '" + std::string(rev) + "': " + rule, "BadRevision",
+                  cache_internal::RevCtx(std::string(rev)));
+  };
+  if (rev.empty()) return bad("empty");
+  for (char c : rev) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return bad("control character");
+    if (c == '\\') return bad("backslash");
+  }
+  if (rev.front() == '/' || rev.back() == '/') return bad("leading or trailing '/'");
+  size_t start = 0;
+  while (start <= rev.size()) {
+    size_t end = rev.find('/', start);
+    if (end == std::string_view::npos) end = rev.size();
+    std::string_view seg = rev.substr(start, end - start);
+    if (seg.empty() || seg == "." || seg == "..") return bad("empty, '.' or '..' segment");
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+RepoCache::RepoCache(std::string cache_dir, std::string repo_id, RepoType type)
+    : cache_dir_(std::move(cache_dir)), repo_id_(std::move(repo_id)), type_(type) {
+  while (cache_dir_.size() > 1 && cache_dir_.back() == '/') cache_dir_.pop_back();
+  repo_dir_ = cache_dir_ + "/" + RepoFolderName(repo_id_, type_);
+}
+
+std::string RepoCache::BlobPath(std::string_view etag) const { return repo_dir_ + "/blobs/" + std::string(etag); }
+std::string RepoCache::IncompletePath(std::string_view etag) const { return BlobPath(etag) + ".incomplete"; }
+std::string RepoCache::SnapshotDir(std::string_view commit) const {
+  return repo_dir_ + "/snapshots/" + std::string(commit);
+}
+std::string RepoCache::PointerPath(std::string_view commit, std::string_view p) const {
+  return SnapshotDir(commit) + "/" + std::string(p);
+}
+std::string RepoCache::RefPath(std::string_view revision) const { return repo_dir_ + "/refs/" + std::string(revision); }
+std::string RepoCache::NoExistPath(std::string_view commit, std::string_view p) const {
+  return repo_dir_ + "/.no_exist/" + std::string(commit) + "/" + std::string(p);
+}
+std::string RepoCache::LockPath(std::string_view etag) const {
+  return cache_dir_ + "/.locks/" + RepoFolderName(repo_id_, type_) + "/" + std::string(etag) + ".lock";
+}
+
+std::optional<std::string> RepoCache::ReadRef(std::string_view revision) const {
+  if (!ValidateRevision(revision).ok()) return std::nullopt;
+  std::ifstream in(RefPath(revision));
+  if (!in) return std::nullopt;
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.erase(s.begin());
+  if (!IsCommitHash(s)) return std::nullopt;
+  return s;
+}
+
+Status RepoCache::WriteRef(std::string_view revision, std::string_view commit) const {
+  HUBLOAD_RETURN_IF_ERROR(ValidateRevision(revision));
+  if (!IsCommitHash(commit))
+    return Status(Code::kInvalidArgument, "refusing to write ref '" + std::string(revision) + "' = '" +
+                                              std::string(commit) + "': not a 40-hex commit", "BadCommit");
+  if (auto cur = ReadRef(revision); cur && *cur == commit) return Status::Ok();
+  return cache_internal::AtomicWriteFile(RefPath(revision), std::string(commit));
+}
+
+std::optional<std::string> RepoCache::LocalCommit(std::string_view revision) const {
+  if (IsCommitHash(revision)) return std::string(revision);
+  return ReadRef(revision);
+}
+
+std::optional<std::string> RepoCache::CachedPointer(std::string_view commit, std::string_view p) const {
+  if (!IsCommitHash(commit) || !ValidateRepoPath(p).ok()) return std::nullopt;
+  std::string path = PointerPath(commit, p);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // follows symlinks: dangling → absent
+  if (!S_ISREG(st.st_mode)) return std::nullopt;
+  if (::access(path.c_str(), R_OK) != 0) return std::nullopt;
+  return path;
+}
+
+bool RepoCache::HasBlob(std::string_view etag, int64_t expected_size) const {
+  struct stat st;
+  if (::stat(BlobPath(etag).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  return expected_size < 0 || st.st_size == expected_size;
+}
+
+Result<std::string> RepoCache::LinkSnapshot(std::string_view commit, std::string_view p, std::string_view etag,
+                                            bool use_symlinks) const {
+  HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(p));
+  if (!IsCommitHash(commit))
+    return Status(Code::kInvalidArgument, "snapshot commit '" + std::string(commit) + "' is not a 40-hex commit",
+                  "BadCommit");
+  std::string pointer = PointerPath(commit, p);
+  std::string blob = BlobPath(etag);
+  std::error_code ec;
+  fs::create_directories(fs::path(pointer).parent_path(), ec);
+  if (ec) return cache_internal::IoError("cannot create snapshot folder for", pointer, ec.value());
+  std::string tmp = pointer + ".tmp" + cache_internal::RandomSuffix();
+  bool linked = false;
+  if (use_symlinks) {
+    // Relative target: one "../" per folder level below the repo folder.
+    std::string rel = fs::path(blob).lexically_relative(fs::path(pointer).parent_path()).string();
+    if (::symlink(rel.c_str(), tmp.c_str()) == 0) {
+      linked = true;
+    } else if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS) {
+      return cache_internal::IoError("cannot create symlink", tmp, errno);
+    }
+  }
+  if (!linked) {
+    fs::copy_file(blob, tmp, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      fs::remove(tmp);
+      return cache_internal::IoError("cannot copy blob into snapshot", pointer, ec.value());
+    }
+  }
+  if (::rename(tmp.c_str(), pointer.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return cache_internal::IoError("cannot place snapshot pointer", pointer, e);
+  }
+  return pointer;
+}
+
+Status RepoCache::MarkNoExist(std::string_view commit, std::string_view p) const {
+  HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(p));
+  if (!IsCommitHash(commit)) return Status::Ok();
+  std::string path = NoExistPath(commit, p);
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (ec) return cache_internal::IoError("cannot create .no_exist folder for", path, ec.value());
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return cache_internal::IoError("cannot create", path, errno);
+  ::close(fd);
+  return Status::Ok();
+}
+
+bool RepoCache::IsMarkedNoExist(std::string_view commit, std::string_view p) const {
+  if (!IsCommitHash(commit) || !ValidateRepoPath(p).ok()) return false;
+  struct stat st;
+  return ::stat(NoExistPath(commit, p).c_str(), &st) == 0;
+}
+
+}  // namespace hubload

@@ -1,0 +1,240 @@
+// Cache scan and delete (huggingface_hub utils/_cache_manager.py semantics).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "cache/util.h"
+#include "hubload/cache.h"
+
+namespace hubload {
+namespace fs = std::filesystem;
+namespace {
+
+bool ParseFolderName(const std::string& name, RepoType* type, std::string* repo_id) {
+  size_t p = name.find("--");
+  if (p == std::string::npos) return false;
+  auto t = ParseRepoType(name.substr(0, p));
+  if (!t.ok()) return false;
+  std::string rest = name.substr(p + 2);
+  if (rest.empty()) return false;
+  std::string id;
+  size_t start = 0;
+  while (true) {
+    size_t q = rest.find("--", start);
+    id += rest.substr(start, q == std::string::npos ? std::string::npos : q - start);
+    if (q == std::string::npos) break;
+    id += "/";
+    start = q + 2;
+  }
+  *type = *t;
+  *repo_id = id;
+  return true;
+}
+
+struct SnapshotFiles {
+  std::vector<std::string> files;
+  std::set<std::string> blobs;      // etags linked
+  uint64_t copied_bytes = 0;        // regular files in no-symlink mode
+};
+
+SnapshotFiles ReadSnapshot(const fs::path& dir) {
+  SnapshotFiles out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code e2;
+    if (it->is_directory(e2) && !it->is_symlink(e2)) continue;
+    out.files.push_back(it->path().lexically_relative(dir).generic_string());
+    if (it->is_symlink(e2)) {
+      fs::path target = fs::read_symlink(it->path(), e2);
+      if (!e2) out.blobs.insert(target.filename().string());
+    } else {
+      out.copied_bytes += it->file_size(e2);
+    }
+  }
+  std::sort(out.files.begin(), out.files.end());
+  return out;
+}
+
+std::map<std::string, std::string> ReadRefs(const RepoCache& rc) {
+  std::map<std::string, std::string> refs;
+  fs::path dir = fs::path(rc.repo_dir()) / "refs";
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code e2;
+    if (!it->is_regular_file(e2)) continue;
+    std::string name = it->path().lexically_relative(dir).generic_string();
+    if (auto c = rc.ReadRef(name)) refs[name] = *c;
+  }
+  return refs;
+}
+
+Result<CachedRepo> ScanRepo(const std::string& cache_dir, const std::string& folder, RepoType type,
+                            const std::string& repo_id, std::vector<std::string>* warnings) {
+  RepoCache rc(cache_dir, repo_id, type);
+  CachedRepo repo;
+  repo.repo_id = repo_id;
+  repo.repo_type = type;
+  repo.repo_path = cache_dir + "/" + folder;
+  repo.refs = ReadRefs(rc);
+  std::map<std::string, uint64_t> blob_sizes;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(fs::path(repo.repo_path) / "blobs", ec)) {
+    std::error_code e2;
+    if (!e.is_regular_file(e2)) continue;
+    std::string name = e.path().filename().string();
+    uint64_t sz = e.file_size(e2);
+    repo.size_on_disk += sz;
+    if (name.find('.') != std::string::npos) {  // *.incomplete, *.tmpXXXX, other partials
+      repo.incomplete_files.push_back(e.path().string());
+      repo.incomplete_bytes += sz;
+    } else {
+      blob_sizes[name] = sz;
+    }
+  }
+  repo.nb_blobs = blob_sizes.size();
+  std::set<std::string> used;
+  for (auto& e : fs::directory_iterator(fs::path(repo.repo_path) / "snapshots", ec)) {
+    std::string commit = e.path().filename().string();
+    if (!IsCommitHash(commit)) {
+      warnings->push_back("unexpected snapshot folder " + e.path().string());
+      continue;
+    }
+    SnapshotFiles sf = ReadSnapshot(e.path());
+    CachedRevision rev;
+    rev.commit = commit;
+    rev.snapshot_path = e.path().string();
+    rev.files = sf.files;
+    rev.nb_files = sf.files.size();
+    rev.size_on_disk = sf.copied_bytes;
+    for (auto& b : sf.blobs) {
+      used.insert(b);
+      auto it = blob_sizes.find(b);
+      if (it != blob_sizes.end()) rev.size_on_disk += it->second;
+    }
+    repo.size_on_disk += sf.copied_bytes;
+    for (auto& [name, c] : repo.refs)
+      if (c == commit) rev.refs.push_back(name);
+    repo.revisions.push_back(std::move(rev));
+  }
+  std::sort(repo.revisions.begin(), repo.revisions.end(),
+            [](const CachedRevision& a, const CachedRevision& b) { return a.commit < b.commit; });
+  for (auto& [name, sz] : blob_sizes) {
+    if (!used.count(name)) {
+      repo.unreferenced_blobs.push_back(name);
+      repo.unreferenced_bytes += sz;
+    }
+  }
+  std::sort(repo.incomplete_files.begin(), repo.incomplete_files.end());
+  return repo;
+}
+
+}  // namespace
+
+Result<CacheInfo> ScanCache(const std::string& cache_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(cache_dir, ec))
+    return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", "NoCache",
+                  cache_internal::FileCtx(cache_dir));
+  CacheInfo info;
+  info.cache_dir = cache_dir;
+  fs::directory_iterator it(cache_dir, ec);
+  if (ec) return cache_internal::IoError("cannot read cache folder", cache_dir, ec.value());
+  for (auto& e : it) {
+    std::string name = e.path().filename().string();
+    if (name == ".locks" || name == "CACHEDIR.TAG" || name == "version.txt" || name == "token") continue;
+    std::error_code e2;
+    RepoType type;
+    std::string repo_id;
+    if (!e.is_directory(e2) || !ParseFolderName(name, &type, &repo_id)) {
+      info.warnings.push_back("not a repo folder: " + e.path().string());
+      continue;
+    }
+    auto r = ScanRepo(cache_dir, name, type, repo_id, &info.warnings);
+    if (!r.ok()) return r.status();
+    info.size_on_disk += r->size_on_disk;
+    info.repos.push_back(std::move(*r));
+  }
+  std::sort(info.repos.begin(), info.repos.end(), [](const CachedRepo& a, const CachedRepo& b) {
+    return std::make_pair(static_cast<int>(a.repo_type), a.repo_id) <
+           std::make_pair(static_cast<int>(b.repo_type), b.repo_id);
+  });
+  return info;
+}
+
+Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_view repo_id, RepoType type,
+                                     std::string_view revision) {
+  RepoCache rc(cache_dir, std::string(repo_id), type);
+  ErrorContext ctx = cache_internal::RepoRevCtx(std::string(repo_id), std::string(revision));
+  std::error_code ec;
+  if (!fs::is_directory(rc.repo_dir(), ec))
+    return Status(Code::kNotFound, std::string(RepoTypeName(type)) + " " + std::string(repo_id) +
+                                       " is not in the cache " + cache_dir, "NotCached", ctx);
+  std::vector<std::string> warnings;
+  auto repo_r = ScanRepo(cache_dir, RepoFolderName(repo_id, type), type, std::string(repo_id), &warnings);
+  if (!repo_r.ok()) return repo_r.status();
+  CachedRepo& repo = *repo_r;
+  DeleteReport rep;
+  if (revision.empty()) {
+    rep.freed_bytes = repo.size_on_disk;
+    for (auto& r : repo.revisions) rep.deleted_snapshots.push_back(r.commit);
+    for (auto& [n, c] : repo.refs) rep.deleted_refs.push_back(n);
+    fs::remove_all(rc.repo_dir(), ec);
+    if (ec) return cache_internal::IoError("cannot remove", rc.repo_dir(), ec.value());
+    fs::remove_all(cache_dir + "/.locks/" + RepoFolderName(repo_id, type), ec);
+    rep.deleted_repo = true;
+    return rep;
+  }
+  std::string commit;
+  if (IsCommitHash(revision)) commit = std::string(revision);
+  else if (auto c = rc.ReadRef(revision)) commit = *c;
+  auto target = std::find_if(repo.revisions.begin(), repo.revisions.end(),
+                             [&](const CachedRevision& r) { return r.commit == commit; });
+  bool ref_only = target == repo.revisions.end() && !commit.empty() && !IsCommitHash(revision);
+  if (commit.empty() || (target == repo.revisions.end() && !ref_only))
+    return Status(Code::kNotFound, "revision '" + std::string(revision) + "' of " + std::string(repo_id) +
+                                       " is not in the cache " + cache_dir, "NotCached", ctx);
+  // Refs pointing at the commit go with it.
+  for (auto& [n, c] : repo.refs) {
+    if (c != commit) continue;
+    fs::remove(rc.RefPath(n), ec);
+    rep.deleted_refs.push_back(n);
+  }
+  if (target != repo.revisions.end()) {
+    std::set<std::string> still_used;
+    std::set<std::string> mine;
+    for (auto& r : repo.revisions) {
+      SnapshotFiles sf = ReadSnapshot(r.snapshot_path);
+      (r.commit == commit ? mine : still_used).insert(sf.blobs.begin(), sf.blobs.end());
+    }
+    fs::remove_all(target->snapshot_path, ec);
+    if (ec) return cache_internal::IoError("cannot remove", target->snapshot_path, ec.value());
+    fs::remove_all(rc.repo_dir() + "/.no_exist/" + commit, ec);
+    rep.deleted_snapshots.push_back(commit);
+    for (auto& b : mine) {
+      if (still_used.count(b)) continue;
+      std::string p = rc.BlobPath(b);
+      std::error_code e2;
+      uint64_t sz = fs::file_size(p, e2);
+      if (fs::remove(p, e2)) {
+        rep.freed_bytes += e2 ? 0 : sz;
+        rep.deleted_blobs.push_back(b);
+      }
+    }
+  }
+  // Nothing left: drop the folder.
+  auto after = ScanRepo(cache_dir, RepoFolderName(repo_id, type), type, std::string(repo_id), &warnings);
+  if (after.ok() && after->revisions.empty() && after->refs.empty()) {
+    rep.freed_bytes += after->size_on_disk;
+    fs::remove_all(rc.repo_dir(), ec);
+    fs::remove_all(cache_dir + "/.locks/" + RepoFolderName(repo_id, type), ec);
+    rep.deleted_repo = true;
+  }
+  return rep;
+}
+
+}  // namespace hubload

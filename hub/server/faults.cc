@@ -1,0 +1,127 @@
+// Fault switches of `hubload serve` (see hubload/server.h).
+#include "hubload/server.h"
+
+namespace hubload::server {
+namespace {
+bool Matches(const std::string& sub, const std::string& path) { return sub.empty() || path.find(sub) != std::string::npos; }
+}  // namespace
+
+Faults::Faults(const Faults& other) { *this = other; }
+
+Faults& Faults::operator=(const Faults& other) {
+  if (this == &other) return *this;
+  std::scoped_lock lock(mu_, other.mu_);
+  status_rules_ = other.status_rules_;
+  drop_rules_ = other.drop_rules_;
+  replace_rules_ = other.replace_rules_;
+  latency_ms_ = other.latency_ms_;
+  bandwidth_ = other.bandwidth_;
+  ignore_range_ = other.ignore_range_;
+  strip_length_ = other.strip_length_;
+  return *this;
+}
+
+void Faults::SetStatusForNext(std::string path_substring, int status, int count, int retry_after_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_rules_.push_back({std::move(path_substring), status, count, retry_after_s});
+}
+
+void Faults::SetDropAfterBytes(std::string path_substring, uint64_t after_bytes, int count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drop_rules_.push_back({std::move(path_substring), after_bytes, count});
+}
+
+void Faults::SetLatencyMs(int ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  latency_ms_ = ms < 0 ? 0 : ms;
+}
+
+void Faults::SetBandwidthBytesPerSec(uint64_t bytes_per_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bandwidth_ = bytes_per_s;
+}
+
+void Faults::SetIgnoreRange(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ignore_range_ = on;
+}
+
+void Faults::SetStripContentLength(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  strip_length_ = on;
+}
+
+void Faults::ReplaceFileAfter(std::string path_substring, int after_requests, std::string repo_id,
+                              std::string path_in_repo, std::string new_content, std::string repo_type,
+                              std::string branch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  replace_rules_.push_back({std::move(path_substring), after_requests < 1 ? 1 : after_requests, std::move(repo_id),
+                            std::move(path_in_repo), std::move(new_content), std::move(repo_type),
+                            std::move(branch)});
+}
+
+void Faults::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_rules_.clear();
+  drop_rules_.clear();
+  replace_rules_.clear();
+  latency_ms_ = 0;
+  bandwidth_ = 0;
+  ignore_range_ = false;
+  strip_length_ = false;
+}
+
+std::optional<Faults::StatusRule> Faults::TakeStatus(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = status_rules_.begin(); it != status_rules_.end(); ++it) {
+    if (!Matches(it->path_substring, path)) continue;
+    StatusRule r = *it;
+    if (it->remaining > 0 && --it->remaining == 0) status_rules_.erase(it);
+    return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> Faults::TakeDrop(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = drop_rules_.begin(); it != drop_rules_.end(); ++it) {
+    if (!Matches(it->path_substring, path)) continue;
+    uint64_t n = it->after_bytes;
+    if (it->remaining > 0 && --it->remaining == 0) drop_rules_.erase(it);
+    return n;
+  }
+  return std::nullopt;
+}
+
+std::vector<Faults::ReplaceRule> Faults::TakeDueReplacements(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ReplaceRule> due;
+  for (auto it = replace_rules_.begin(); it != replace_rules_.end();) {
+    if (Matches(it->path_substring, path) && --it->remaining_requests <= 0) {
+      due.push_back(*it);
+      it = replace_rules_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return due;
+}
+
+int Faults::latency_ms() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latency_ms_;
+}
+uint64_t Faults::bandwidth_bytes_per_s() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bandwidth_;
+}
+bool Faults::ignore_range() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ignore_range_;
+}
+bool Faults::strip_content_length() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return strip_length_;
+}
+
+}  // namespace hubload::server

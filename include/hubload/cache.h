@@ -1,0 +1,259 @@
+// hubload/cache.h: the Hugging Face cache folder, exactly as huggingface_hub
+// lays it out (huggingface_hub file_download.py, _local_folder.py,
+// utils/_cache_manager.py), so hubload, Python and JS processes share one cache:
+//
+//   <cache>/models--org--name/blobs/<etag>            content (etag normalised)
+//   <cache>/models--org--name/blobs/<etag>.incomplete partial download (resumable)
+//   <cache>/models--org--name/snapshots/<commit>/<path> relative symlink → blob
+//   <cache>/models--org--name/refs/<revision>         40-hex commit, no newline
+//   <cache>/models--org--name/.no_exist/<commit>/<path> empty: known absent
+//   <cache>/.locks/models--org--name/<etag>.lock      flock()ed while writing
+//
+// This module knows nothing of HTTP. Every writer follows two rules:
+//  1. a path under blobs/<etag> or snapshots/ appears (by rename/symlink) only
+//     after the content's size matches and, for LFS blobs (64-hex etag), its
+//     sha256 matches — computed while the bytes are written;
+//  2. refs are replaced atomically (temp file + rename).
+//
+// Thread safety: free functions are thread-safe. RepoCache is an immutable
+// value (paths) plus methods that take flock()-based locks where they write;
+// one instance may be used from many threads and processes concurrently.
+// BlobWriter is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hubload/status.h"
+
+namespace hubload {
+
+/// Hub repository kinds (huggingface_hub constants.REPO_TYPES).
+enum class RepoType { kModel, kDataset, kSpace };
+
+/// "model" / "dataset" / "space".
+const char* RepoTypeName(RepoType t);
+/// Parses "model"/"dataset"/"space" (also the plurals); kInvalidArgument else.
+Result<RepoType> ParseRepoType(std::string_view s);
+
+/// True when `s` is a full commit id: exactly 40 lowercase hex digits
+/// (huggingface_hub REGEX_COMMIT_HASH).
+bool IsCommitHash(std::string_view s);
+
+/// "models--org--name" / "datasets--org--name" / "spaces--name"
+/// (huggingface_hub repo_folder_name). Does not validate `repo_id`.
+std::string RepoFolderName(std::string_view repo_id, RepoType type);
+
+/// Checks a repo id: one or two non-empty segments of [A-Za-z0-9._-], no
+/// "..", no leading/trailing '-' or '.'. kInvalidArgument naming the rule.
+Status ValidateRepoId(std::string_view repo_id);
+
+/// Blob name from an ETag header value: strips a leading weak marker `W/` and
+/// surrounding double quotes (huggingface_hub _normalize_etag). `"abc"` → abc.
+std::string NormalizeEtag(std::string_view header_value);
+
+/// Checks a path in a repo that came from a caller or a server (B16): rejects
+/// empty names, empty or "." or ".." segments, absolute paths ("/x", "\\x"),
+/// Windows drive or UNC forms ("C:\\x", "C:x", "\\\\host\\share"), backslashes,
+/// NUL and other control characters. kInvalidArgument, reason "UnsafePath",
+/// message naming the path and the rule. Applies POSIX and Windows rules together.
+Status ValidateRepoPath(std::string_view path);
+
+/// Checks a revision name for use under refs/ (no "..", no empty segments,
+/// no leading '/', no control characters). kInvalidArgument on failure.
+Status ValidateRevision(std::string_view revision);
+
+/// An exclusive advisory lock on a file (flock(LOCK_EX)), created if needed.
+/// Released by the destructor or when the process dies (so a crashed holder
+/// never leaves a stale lock: B09). Move-only.
+class FileLock {
+ public:
+  /// Waits up to `timeout_s` seconds (polling) for the lock on `path`;
+  /// parent folders are created. Errors: kIOError (cannot create/open), or
+  /// kConflict reason "LockTimeout" naming the lock path.
+  static Result<FileLock> Acquire(const std::string& path, double timeout_s);
+  FileLock(FileLock&& o) noexcept;
+  FileLock& operator=(FileLock&& o) noexcept;
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  ~FileLock();
+  const std::string& path() const { return path_; }
+
+ private:
+  FileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::string path_;
+};
+
+/// Paths and small operations for one repo inside a cache folder.
+class RepoCache {
+ public:
+  RepoCache(std::string cache_dir, std::string repo_id, RepoType type);
+
+  const std::string& cache_dir() const { return cache_dir_; }
+  const std::string& repo_id() const { return repo_id_; }
+  RepoType repo_type() const { return type_; }
+  /// <cache>/models--org--name
+  const std::string& repo_dir() const { return repo_dir_; }
+  std::string BlobPath(std::string_view etag) const;
+  /// blobs/<etag>.incomplete (the partial kept for resuming across runs).
+  std::string IncompletePath(std::string_view etag) const;
+  std::string SnapshotDir(std::string_view commit) const;
+  /// snapshots/<commit>/<path_in_repo>
+  std::string PointerPath(std::string_view commit, std::string_view path_in_repo) const;
+  /// refs/<revision>; a revision with '/' nests folders (refs/refs/pr/1).
+  std::string RefPath(std::string_view revision) const;
+  std::string NoExistPath(std::string_view commit, std::string_view path_in_repo) const;
+  /// <cache>/.locks/models--org--name/<etag>.lock
+  std::string LockPath(std::string_view etag) const;
+
+  /// Commit stored in refs/<revision> (trailing whitespace trimmed), nullopt
+  /// when absent or not a commit hash. Never fails.
+  std::optional<std::string> ReadRef(std::string_view revision) const;
+  /// Atomically writes refs/<revision> = commit (temp + rename), only if it
+  /// differs. kInvalidArgument for a bad revision/commit, kIOError/kDiskFull.
+  Status WriteRef(std::string_view revision, std::string_view commit) const;
+
+  /// Commit for `revision` known locally: the revision itself when it is a
+  /// commit hash, else refs/<revision>. Never touches the network.
+  std::optional<std::string> LocalCommit(std::string_view revision) const;
+
+  /// snapshots/<commit>/<path> when it exists and can be opened (a dangling
+  /// symlink from another host counts as absent: B14). Never fails.
+  std::optional<std::string> CachedPointer(std::string_view commit, std::string_view path_in_repo) const;
+
+  /// True when blobs/<etag> exists with `expected_size` bytes (any size when
+  /// expected_size < 0).
+  bool HasBlob(std::string_view etag, int64_t expected_size) const;
+
+  /// Makes snapshots/<commit>/<path> point at blobs/<etag> (relative symlink;
+  /// when symlinks are refused by the file system, or `use_symlinks` is false,
+  /// the blob is copied — huggingface_hub no-symlink mode). Replaces an
+  /// existing pointer atomically. Returns the pointer path.
+  Result<std::string> LinkSnapshot(std::string_view commit, std::string_view path_in_repo, std::string_view etag,
+                                   bool use_symlinks = true) const;
+
+  /// Creates the empty .no_exist/<commit>/<path> marker. Errors: kIOError.
+  Status MarkNoExist(std::string_view commit, std::string_view path_in_repo) const;
+  bool IsMarkedNoExist(std::string_view commit, std::string_view path_in_repo) const;
+
+ private:
+  std::string cache_dir_, repo_id_, repo_dir_;
+  RepoType type_;
+};
+
+/// Writes one blob: streamed into blobs/<etag>.incomplete, sha256 computed as
+/// bytes arrive, promoted to blobs/<etag> by Commit() only after size (and for
+/// 64-hex etags, sha256) match. The caller holds the etag's FileLock.
+class BlobWriter {
+ public:
+  struct Options {
+    /// Expected size in bytes, or -1 when unknown (B08: learned from the body).
+    int64_t expected_size = -1;
+    /// Expected lowercase hex sha256; empty = not checked. Set it for LFS
+    /// blobs (the etag is the sha256).
+    std::string expected_sha256;
+    /// Keep bytes already in the partial (resume). When false the partial is
+    /// truncated. A partial longer than expected_size is always discarded.
+    bool resume = true;
+  };
+  /// Opens (creates) the partial for `etag` in `repo`.
+  /// Errors: kIOError, kDiskFull.
+  static Result<std::unique_ptr<BlobWriter>> Open(const RepoCache& repo, std::string etag, Options options);
+  /// Same with explicit paths (huggingface_hub local_dir mode): the partial
+  /// `partial_path` becomes `final_path` on Commit(); `label` names the file
+  /// in messages. Parent folders of both are created.
+  static Result<std::unique_ptr<BlobWriter>> OpenPaths(std::string partial_path, std::string final_path,
+                                                       std::string label, Options options);
+  ~BlobWriter();
+
+  /// Bytes already present in the partial (the offset to resume from; the
+  /// hash state already covers them). 0 after Restart().
+  uint64_t offset() const { return offset_; }
+  /// Appends at offset(). Errors: kDiskFull (ENOSPC/EDQUOT/EFBIG) or kIOError,
+  /// naming the partial's path; kCorruptDownload when the data would exceed
+  /// the expected size.
+  Status Append(const char* data, size_t n);
+  /// Drops every byte written so far (server ignored Range, etag changed...).
+  Status Restart();
+  /// Verifies and renames to blobs/<etag>. Errors: kCorruptDownload (size or
+  /// sha256 mismatch; the partial is deleted), kIOError/kDiskFull.
+  /// Returns the final blob path.
+  Result<std::string> Commit();
+  /// Removes the partial (e.g. when it can never be resumed).
+  void Discard();
+  const std::string& partial_path() const { return partial_path_; }
+  /// sha256 (lowercase hex) of the bytes written so far; for tests/diagnostics.
+  std::string CurrentSha256() const;
+
+ private:
+  BlobWriter() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string partial_path_, blob_path_;
+  uint64_t offset_ = 0;
+};
+
+/// Lowercase hex sha256 of a whole file (OpenSSL EVP). kIOError if unreadable.
+Result<std::string> Sha256File(const std::string& path);
+
+// ---- scan and delete (huggingface_hub scan_cache_dir / delete_revisions) ----
+
+struct CachedRevision {
+  std::string commit;
+  std::vector<std::string> refs;  // names of refs pointing at it (sorted)
+  std::string snapshot_path;
+  uint64_t nb_files = 0;
+  uint64_t size_on_disk = 0;      // bytes of the distinct blobs it uses
+  std::vector<std::string> files; // paths in repo (sorted)
+};
+
+struct CachedRepo {
+  std::string repo_id;
+  RepoType repo_type = RepoType::kModel;
+  std::string repo_path;
+  uint64_t size_on_disk = 0;       // all blobs, incl. unreferenced and partials
+  uint64_t nb_blobs = 0;
+  std::vector<CachedRevision> revisions;  // sorted by commit
+  std::map<std::string, std::string> refs;  // ref name → commit
+  std::vector<std::string> unreferenced_blobs;  // etags no snapshot uses
+  uint64_t unreferenced_bytes = 0;
+  std::vector<std::string> incomplete_files;  // partial downloads (paths)
+  uint64_t incomplete_bytes = 0;
+};
+
+struct CacheInfo {
+  std::string cache_dir;
+  std::vector<CachedRepo> repos;  // sorted by (type, repo_id)
+  uint64_t size_on_disk = 0;
+  /// Folders/files that do not follow the layout (reported, never fatal).
+  std::vector<std::string> warnings;
+};
+
+/// Scans `cache_dir` (huggingface_hub scan_cache_dir). kNotFound when the
+/// folder does not exist; kIOError when it cannot be read.
+Result<CacheInfo> ScanCache(const std::string& cache_dir);
+
+struct DeleteReport {
+  std::vector<std::string> deleted_snapshots;  // commits
+  std::vector<std::string> deleted_refs;
+  std::vector<std::string> deleted_blobs;      // etags
+  uint64_t freed_bytes = 0;
+  bool deleted_repo = false;                   // whole repo folder removed
+};
+
+/// Deletes a repo from the cache, or with `revision` (a ref name or a commit)
+/// only that snapshot and the refs pointing at it; blobs are removed only when
+/// no remaining snapshot links them (huggingface_hub delete_revisions). When no
+/// snapshot and no ref remain, the repo folder and its .locks folder go too.
+/// Not synchronised with a concurrent download of the same repo. kNotFound
+/// when the repo or revision is not cached; kIOError when removal fails.
+Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_view repo_id, RepoType type,
+                                     std::string_view revision = {});
+
+}  // namespace hubload

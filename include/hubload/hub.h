@@ -1,0 +1,203 @@
+// hubload/hub.h: the Hub client — hf_hub_download and snapshot_download done
+// in C++, writing the same cache folder the Python and JS clients use
+// (layout: hubload/cache.h; protocol: shared/docs/hub-protocol.md §1–4, §9).
+//
+// Behaviour in one paragraph: a revision that is a 40-hex commit already in the
+// cache costs zero requests; a branch/tag costs one metadata request per file
+// (HEAD on /resolve/, huggingface_hub style) or one revision call for a file
+// set, and reuses the blob when the etag is unchanged; offline mode (option or
+// HF_HUB_OFFLINE via HubConfig::FromEnvironment) never touches the network and
+// answers Code::kOfflineMiss for what is not cached. Bytes are streamed into
+// blobs/<etag>.incomplete with sha256 computed on the fly, resumed across runs
+// with Range + If-Range, and promoted only when size and hash match.
+//
+// Errors (Status codes from status.h) carry ErrorContext {repo_id, revision,
+// file, url (redacted), http_status, request_id (X-Request-Id), error_code
+// (X-Error-Code)}; the token is never part of any message or context:
+//  kRepoNotFound, kRevisionNotFound, kEntryNotFound, kGated, kUnauthorized,
+//  kPermissionDenied, kRateLimited, kServerError, kNetwork, kCorruptDownload,
+//  kDiskFull, kIOError, kOfflineMiss, kCancelled, kInvalidArgument (bad repo
+//  id / unsafe path from the server, reason "UnsafePath").
+//
+// Thread safety: HubClient is a cheap handle (shared state behind a
+// shared_ptr); copies and concurrent calls from many threads are safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hubload/cache.h"
+#include "hubload/config.h"
+#include "hubload/status.h"
+#include "hubload/transport.h"
+
+namespace hubload {
+
+struct ClientOptions {
+  /// endpoint, token, cache_dir, offline. An empty cache_dir means
+  /// HubConfig::FromEnvironment().cache_dir.
+  HubConfig config;
+  /// Files downloaded at once by DownloadFiles/Snapshot (huggingface_hub
+  /// snapshot_download max_workers default 8).
+  int max_workers = 8;
+  /// Files of at least this many bytes are fetched as parallel byte ranges
+  /// written with pwrite (when the server honours Range); 0 disables.
+  uint64_t range_threshold_bytes = 256ull << 20;
+  /// Byte range size for parallel ranges (hf_transfer used 10 MiB; ≥ 1 MiB
+  /// writes per performance.md).
+  uint64_t range_chunk_bytes = 16ull << 20;
+  /// Concurrent ranges for one file.
+  int max_ranges_per_file = 4;
+  /// Transport; null = MakeRetryingTransport(MakeCurlTransport(transport_options), retry).
+  std::shared_ptr<HttpTransport> transport;
+  TransportOptions transport_options;
+  RetryPolicy retry;
+  /// Timeout for metadata requests (HEAD, revision, tree), seconds
+  /// (HF_HUB_ETAG_TIMEOUT is 10 s in huggingface_hub; we are more patient).
+  double metadata_timeout_s = 30;
+  /// Longest wait for another process's lock on a blob, seconds.
+  double lock_timeout_s = 600;
+  /// Mid-stream failures resumed with Range per file (counter reset when
+  /// bytes arrive), as huggingface_hub http_get.
+  int max_resume_attempts = 5;
+  /// Symlink snapshots to blobs (false: copy, huggingface_hub
+  /// HF_HUB_DISABLE_SYMLINKS).
+  bool use_symlinks = true;
+  /// Refuse a download when the cache file system has less free space than
+  /// the file's size (B37 preflight).
+  bool check_free_space = true;
+};
+
+/// One file of a repo at a commit (tree API entry).
+struct RepoFile {
+  std::string path;        // path in repo, '/'-separated
+  uint64_t size = 0;       // content bytes (for LFS, the real size)
+  std::string blob_id;     // git blob sha1 (40 hex)
+  std::string lfs_sha256;  // 64 hex for LFS files, empty otherwise
+  /// Name of the blob in the cache: lfs_sha256 if set, else blob_id.
+  const std::string& etag() const { return lfs_sha256.empty() ? blob_id : lfs_sha256; }
+};
+
+struct RepoListing {
+  std::string commit;            // 40-hex commit the listing is at
+  std::vector<RepoFile> files;   // every file at all depths, tree order
+};
+
+struct FileRequest {
+  std::string repo_id;           // "org/name" or legacy "name"
+  std::string filename;          // path in repo, may include a subfolder
+  std::string revision = "main"; // branch, tag, "refs/pr/N" or 40-hex commit
+  RepoType repo_type = RepoType::kModel;
+  /// When set: huggingface_hub local_dir mode — the file is written to
+  /// <local_dir>/<filename> with .cache/huggingface/download/<filename>.metadata.
+  std::string local_dir;
+  /// Re-download even if cached (the blob is replaced only after verification).
+  bool force_download = false;
+};
+
+struct DownloadCallbacks {
+  /// Called once per file, from a worker thread, the moment the file is
+  /// complete and verified (or found already cached), in completion order.
+  /// `local_path` is the snapshot pointer (or the local_dir file).
+  std::function<void(const std::string& path_in_repo, const std::string& local_path)> on_file_done;
+  /// Aggregate progress in bytes (done, total); total counts files whose size
+  /// is known. Called from worker threads, possibly concurrently — rate-limited
+  /// to about 10 calls/s plus one final call.
+  std::function<void(uint64_t bytes_done, uint64_t bytes_total)> on_progress;
+  /// Per-file progress (path_in_repo, done, total; total 0 if unknown).
+  std::function<void(const std::string& path_in_repo, uint64_t bytes_done, uint64_t bytes_total)> on_file_progress;
+  /// Polled between chunks; returning true cancels everything (Code::kCancelled).
+  std::function<bool()> cancelled;
+  /// Alternative to `cancelled`: a flag the caller sets (may be null).
+  const std::atomic<bool>* cancel_flag = nullptr;
+};
+
+struct SnapshotRequest {
+  std::string repo_id;
+  std::string revision = "main";
+  RepoType repo_type = RepoType::kModel;
+  /// huggingface_hub filter_repo_objects rules: fnmatch on the full path,
+  /// `*` crosses '/', a pattern ending in '/' gets '*' appended; a file is
+  /// kept iff it matches some allow pattern (when any) and no ignore pattern.
+  std::vector<std::string> allow_patterns;
+  std::vector<std::string> ignore_patterns;
+  /// 0 = ClientOptions::max_workers.
+  int max_workers = 0;
+  /// When set: files go to <local_dir>/<path> (huggingface_hub local_dir
+  /// mode) and the result is local_dir.
+  std::string local_dir;
+  DownloadCallbacks callbacks;
+};
+
+/// huggingface_hub filter_repo_objects on one path (see SnapshotRequest).
+bool MatchesPatterns(const std::string& path, const std::vector<std::string>& allow_patterns,
+                     const std::vector<std::string>& ignore_patterns);
+/// fnmatch.fnmatchcase: `*` (any run, crossing '/'), `?`, `[seq]`, `[!seq]`.
+bool FnMatch(std::string_view pattern, std::string_view name);
+
+/// Percent-encoding as huggingface_hub: EncodeRevision = quote(rev, safe="")
+/// ("refs/pr/1" → "refs%2Fpr%2F1"); EncodePath = quote(path) with '/' kept
+/// ("a b/#.txt" → "a%20b/%23.txt").
+std::string EncodeRevision(std::string_view revision);
+std::string EncodePath(std::string_view path);
+
+class HubClient {
+ public:
+  explicit HubClient(ClientOptions options);
+  ~HubClient();
+  HubClient(const HubClient&) = default;
+  HubClient& operator=(const HubClient&) = default;
+
+  const ClientOptions& options() const;
+
+  /// hf_hub_download: returns the local path of `req.filename` at
+  /// `req.revision`, i.e. <cache>/<repo folder>/snapshots/<commit>/<filename>
+  /// (or <local_dir>/<filename>). Writes refs/<revision> for non-commit
+  /// revisions and .no_exist markers on EntryNotFound. Falls back to the
+  /// cached copy on network errors/5xx/401/403 (never on RevisionNotFound or
+  /// EntryNotFound), as huggingface_hub does.
+  Result<std::string> Download(const FileRequest& req) const;
+
+  /// Commit id `revision` currently points to (GET /api/{type}s/{repo}/revision/{rev});
+  /// a 40-hex revision is returned as is without a request. Offline: the
+  /// cached ref, else kOfflineMiss.
+  Result<std::string> ResolveCommit(const std::string& repo_id, const std::string& revision,
+                                    RepoType repo_type = RepoType::kModel) const;
+
+  /// Every file at `revision` via the recursive tree API, following
+  /// `Link: rel="next"` pagination. Entries are validated with
+  /// ValidateRepoPath (unsafe names → kInvalidArgument "UnsafePath", before
+  /// anything is written). Offline: served from the snapshot folder (sizes
+  /// from the blobs; blob_id/lfs_sha256 from the blob names).
+  Result<RepoListing> ListFiles(const std::string& repo_id, const std::string& revision,
+                                RepoType repo_type = RepoType::kModel) const;
+
+  /// Downloads `paths` at `revision` concurrently (options().max_workers),
+  /// calling cb.on_file_done for each as soon as it is verified. The first
+  /// error cancels the others promptly and is returned (its context names the
+  /// file). A branch revision is resolved once, so all files come from one
+  /// commit. Paths already cached at that commit cost no request.
+  Status DownloadFiles(const std::string& repo_id, const std::string& revision, RepoType repo_type,
+                       const std::vector<std::string>& paths, const DownloadCallbacks& cb) const;
+
+  /// snapshot_download: resolve the commit, list the tree, filter, download
+  /// with req.max_workers workers; returns the snapshot folder (or local_dir).
+  /// Offline: the cached snapshot when every selected file is present, else
+  /// kOfflineMiss reason "IncompleteSnapshot" listing what is missing.
+  Result<std::string> Snapshot(const SnapshotRequest& req) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+/// Maps an HTTP error answer to a Status the way huggingface_hub
+/// hf_raise_for_status does (X-Error-Code first, then status). `ctx` is
+/// completed with http_status, request_id, error_code. For 2xx/3xx returns OK.
+Status StatusFromHttp(int http_status, const HttpHeaders& headers, const std::string& body, ErrorContext ctx);
+
+}  // namespace hubload

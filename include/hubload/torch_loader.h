@@ -1,0 +1,289 @@
+// hubload/torch_loader.h: safetensors -> LibTorch tensors, the dtype policy,
+// loading into torch::nn::Module (assign / copy), and sharded saves.
+// The only public hubload header that includes LibTorch (ATen core only; the
+// Module type is forward-declared, include <torch/nn/module.h> to use it).
+//
+// Semantics: loading-semantics.md sections C and D; field failures B23, B27,
+// B30, B32–B35. Errors are Status values, never exceptions: every c10::Error
+// raised inside LibTorch is caught and returned as kInternal / kInvalidArgument.
+//
+// Thread safety: free functions may run concurrently on different files and
+// state dicts. A ModuleLoader is used from one thread at a time. Zero-copy
+// tensors may be read from any thread.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "hubload/resolve.h"
+#include "hubload/safetensors.h"
+#include "hubload/status.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace hubload {
+
+/// An ordered state dict: (tensor name, tensor) in file / insertion order.
+using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
+
+/// Target dtype for floating tensors. kAuto keeps the checkpoint dtype (B30:
+/// a bf16 checkpoint stays bf16, no silent fp32 upcast). Integer and bool
+/// tensors are never converted (dtypes LibTorch lacks are widened, see below).
+enum class TargetDtype { kAuto, kF32, kF16, kBF16 };
+
+/// "auto", "fp32"/"float32", "fp16"/"float16", "bf16"/"bfloat16" -> TargetDtype.
+/// Errors: kInvalidArgument naming the text.
+Result<TargetDtype> ParseTargetDtype(const std::string& text);
+
+struct LoadOptions {
+  TargetDtype dtype = TargetDtype::kAuto;
+  /// Module names kept in float32 whenever a floating tensor is converted:
+  /// an entry matches tensor `n` iff it equals one whole dot-separated
+  /// component of `n` (diffusers `m in n.split(".")`: "norm" matches
+  /// "layers.0.norm.weight" but not "final_norm.weight"; dotted entries never
+  /// match). Applied identically on the single-file and sharded paths (B32).
+  /// With dtype kAuto nothing is converted and this list has no effect.
+  std::vector<std::string> keep_in_fp32;
+  /// Always copy into fresh, writable, aligned memory, even when a zero-copy
+  /// view would do.
+  bool force_copy = false;
+};
+
+/// How each checkpoint dtype becomes a LibTorch dtype (no target conversion):
+///  BOOL U8 I8 I16 I32 I64 F16 BF16 F32 F64 C64: the same dtype, zero-copy when aligned.
+///  F8_E4M3 (OCP E4M3FN), F8_E5M2 (OCP E5M2 = IEEE-style), F8_E8M0 (OCP E8M0,
+///   scale 2^(e-127), 0xFF = NaN): decoded exactly to bfloat16 under kAuto
+///   (every value of these formats is exactly representable in bf16), or to
+///   the target floating dtype (exact for fp32 and bf16; fp16 rounds to
+///   nearest-even where E8M0 exceeds its range).
+///  U16 -> int32, U32 -> int64 (exact widening; LibTorch 1.13 has no unsigned
+///   types beyond uint8).
+///  U64 -> int64 only when every value is < 2^63, else kUnsupported naming the tensor.
+///  F4, F6_E2M3, F6_E3M2, F8_E4M3FNUZ, F8_E5M2FNUZ: kUnsupported naming the tensor.
+/// Returns the LibTorch dtype a tensor of checkpoint dtype `d` gets under `options`
+/// when it is called `name` (keep_in_fp32 applied), or kUnsupported.
+Result<at::ScalarType> LoadedDtype(safetensors::Dtype d, const std::string& name, const LoadOptions& options);
+
+/// One tensor of an opened file as a LibTorch CPU tensor. Zero-copy view of the
+/// mapping (which stays alive as long as the tensor or any view of it does) when
+/// no conversion is needed, the data is aligned for its dtype and !force_copy;
+/// otherwise a fresh contiguous tensor. Zero-copy tensors are READ-ONLY memory
+/// (the mapping is PROT_READ): writing to them faults — use force_copy (or
+/// ModuleLoadMode::kCopy) for tensors that will be modified in place.
+/// Errors: kUnsupported (dtype), kInvalidFormat (info not from this file).
+Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info,
+                              const LoadOptions& options);
+
+/// Every tensor of `file`, in file order (by data offset).
+Result<StateDict> LoadTensors(const safetensors::SafetensorsFile& file, const LoadOptions& options);
+
+/// Calls `fn(name, tensor)` for each tensor in file order, one at a time (only
+/// the current converted tensor is alive unless `fn` keeps it). Stops at the
+/// first error (its own or fn's) and returns it, prefixed with the tensor name.
+Status ForEachTensor(const safetensors::SafetensorsFile& file, const LoadOptions& options,
+                     const std::function<Status(const std::string&, at::Tensor)>& fn);
+
+/// A whole checkpoint as a state dict.
+struct Checkpoint {
+  /// Files read, absolute or as given, in load order.
+  std::vector<std::string> files;
+  /// Tensors in file order, file after file (shards in index order).
+  StateDict tensors;
+  /// Warnings from resolution and loading.
+  std::vector<std::string> warnings;
+  ResolvedWeights resolved;
+};
+
+/// Resolves the local checkpoint `path` and returns all its tensors.
+/// `path` is a .safetensors file (read as is), a `*.safetensors.index.json`
+/// file (its shards next to it), or a folder resolved with ResolveWeights
+/// (section A). For sharded checkpoints every shard must exist before any is
+/// opened (B23) and each shard is checked against the index
+/// (CheckShardAgainstIndex). Errors: those of ResolveWeights / ShardPaths,
+/// kUnsupported for pickle `.bin` weights ("convert to safetensors"), the
+/// safetensors errors, and conversion errors.
+Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions& resolve_options,
+                                  const LoadOptions& load_options);
+
+/// The files a local checkpoint consists of, without opening any of them:
+/// resolved weights plus the absolute paths of its files in load order
+/// (single file, or every shard after the ShardPaths checks).
+struct LocalCheckpointFiles {
+  ResolvedWeights resolved;
+  std::vector<std::string> files;
+  std::string index_path;  // empty for single files
+  safetensors::Index index;
+};
+Result<LocalCheckpointFiles> ResolveLocalCheckpoint(const std::string& path, const ResolveOptions& options);
+
+// ---------------------------------------------------------------------------
+// Loading into modules.
+
+enum class ModuleLoadMode {
+  /// The module's parameters and buffers become the loaded tensors
+  /// (Tensor::set_data under NoGradGuard): zero-copy views of the mapping or
+  /// freshly converted tensors; the constructor's values are discarded and no
+  /// second copy of the weights exists. Parameter dtypes follow LoadOptions
+  /// (kAuto: the checkpoint dtype). Zero-copy parameters are read-only memory.
+  kAssign,
+  /// Values are copied into the module's existing tensors (which keep their
+  /// dtype, device and identity), for callers holding references to them.
+  kCopy,
+};
+
+struct ModuleLoadOptions {
+  ModuleLoadMode mode = ModuleLoadMode::kAssign;
+  /// Missing or unexpected keys (after the ignore lists) make Finish() fail
+  /// (kInvalidArgument, reason MissingKeys / UnexpectedKeys), like torch strict.
+  bool strict = false;
+  /// A checkpoint tensor whose shape differs from the module's: false = error
+  /// (kInvalidArgument, reason ShapeMismatch, naming tensor, both shapes and the
+  /// shard) before anything of that shard is loaded; true = skip it, keep the
+  /// module's value, list it in LoadReport::mismatched.
+  bool ignore_mismatched_sizes = false;
+  /// ECMAScript regexes searched (std::regex_search, as Python re.search) in
+  /// unexpected / missing key names; matches are dropped from the report
+  /// (diffusers/transformers `_keys_to_ignore_on_load_unexpected` / `_missing`).
+  std::vector<std::string> ignore_unexpected_regex;
+  std::vector<std::string> ignore_missing_regex;
+  /// Buffers that are not part of the state dict (PyTorch `persistent=False`;
+  /// LibTorch C++ has no such flag): full dotted names. They keep their
+  /// constructed values, are never reported missing, and a checkpoint key with
+  /// that name is reported unexpected.
+  std::vector<std::string> non_persistent_buffers;
+};
+
+struct MismatchedKey {
+  std::string name;
+  std::vector<int64_t> checkpoint_shape;
+  std::vector<int64_t> model_shape;
+  std::string shard;  // label of the shard it came from ("" when not given)
+};
+
+/// diffusers/transformers `output_loading_info` (missing_keys, unexpected_keys,
+/// mismatched_keys), sorted by name.
+struct LoadReport {
+  std::vector<std::string> missing;     // module keys never loaded (ties resolved)
+  std::vector<std::string> unexpected;  // checkpoint keys the module lacks
+  std::vector<MismatchedKey> mismatched;
+  std::vector<std::string> warnings;
+  uint64_t loaded_tensors = 0;
+};
+
+/// Incremental loader: feed shards in any order, one at a time; each shard's
+/// tensors are placed into the module and released by the loader when
+/// AddTensors returns (the caller may then drop the shard's mapping).
+/// Tied parameters (the same tensor registered under several names, or exact
+/// aliases of one storage) count as loaded when any of their names is loaded
+/// and stay shared afterwards. Works under NoGradGuard.
+class ModuleLoader {
+ public:
+  /// `module` must outlive the loader.
+  ModuleLoader(torch::nn::Module& module, ModuleLoadOptions options = {});
+  ~ModuleLoader();
+  ModuleLoader(const ModuleLoader&) = delete;
+  ModuleLoader& operator=(const ModuleLoader&) = delete;
+
+  /// Optional, before any AddTensors: declares every checkpoint key with its
+  /// shape (e.g. from all shard headers). With `strict`, missing/unexpected keys
+  /// fail here, before any tensor is touched; shape mismatches fail here unless
+  /// ignore_mismatched_sizes (hub `load_torch_model` checks up front too).
+  Status Expect(const std::vector<std::pair<std::string, std::vector<int64_t>>>& keys,
+                const std::string& label = "");
+
+  /// Loads one shard's tensors. `shard_label` names it in errors/mismatches.
+  /// Checks every shape of the batch first: on a mismatch error nothing of the
+  /// batch is loaded. Errors: kInvalidArgument (ShapeMismatch, DuplicateKey),
+  /// kInternal (LibTorch error).
+  Status AddTensors(StateDict&& tensors, const std::string& shard_label = "");
+
+  /// Computes the report. Errors with `strict` as described above; also
+  /// kInvalidArgument if called twice.
+  Result<LoadReport> Finish();
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+/// Resolves the local checkpoint at `path` (as LoadCheckpoint) and loads it into
+/// `module` shard by shard: every shard header is read first and passed to
+/// ModuleLoader::Expect (so strict / shape errors come before any loading), then
+/// each shard is mapped, loaded and unmapped before the next is opened — peak
+/// memory ≈ the module plus one shard (B35).
+Result<LoadReport> LoadIntoModule(torch::nn::Module& module, const std::string& path,
+                                  const ResolveOptions& resolve_options, const LoadOptions& load_options,
+                                  const ModuleLoadOptions& module_options);
+
+/// Named parameters then buffers of `module` (torch state_dict order per
+/// submodule is not reproduced: parameters first, then buffers), without
+/// `non_persistent_buffers`. Tied names appear once per name.
+StateDict ModuleStateDict(torch::nn::Module& module, const std::vector<std::string>& non_persistent_buffers = {});
+
+// ---------------------------------------------------------------------------
+// Saving.
+
+struct SaveOptions {
+  /// Bytes, or a huggingface_hub size string ("10GB" = 10^10 bytes, decimal units).
+  std::variant<uint64_t, std::string> max_shard_size = std::string("10GB");
+  std::string variant;
+  /// Weights-name stem: "model" (transformers) or "diffusion_pytorch_model" (diffusers).
+  std::string weights_name = "model";
+  /// Extra metadata: written into the index metadata when sharded, into each
+  /// file's __metadata__ when not (huggingface_hub save_torch_state_dict).
+  std::map<std::string, std::string> metadata;
+};
+
+/// What SaveSharded wrote.
+struct SaveResult {
+  std::vector<std::string> files;  // basenames, shard order
+  std::string index_file;          // basename; empty when not sharded
+  uint64_t total_size = 0;
+  /// Dropped alias name -> kept name (tensors sharing storage are stored once).
+  std::map<std::string, std::string> aliases;
+  std::vector<std::string> removed_stale;  // basenames of stale files deleted
+};
+
+/// huggingface_hub `save_torch_state_dict` (safetensors path): tensors that are
+/// exact aliases of one storage are stored once (the alphabetically first name
+/// kept; the others recorded as `removed -> kept` in the index metadata, or in
+/// __metadata__ when unsharded); partially overlapping views are refused
+/// (kInvalidArgument, reason SharedTensorOverlap). Split with SplitStateDict in
+/// state-dict order (storage bytes as sizes), names from ShardFilenamePattern,
+/// `{"format":"pt"}` metadata in every file, the index (IndexFilename; indent 2)
+/// only with more than one shard. `dir` is created if needed. Every file is
+/// written to a temp name and renamed; the index is written last. Then stale
+/// files of the same weights name AND variant are removed: exactly
+/// `{stem}.safetensors`, `{stem}-NNNNN-of-NNNNN.safetensors` and the index name
+/// (stem = weights name with the variant), when not part of this save. Other
+/// variants' files and unrelated files are never touched (B27).
+/// Errors: kInvalidArgument (bad size string, names), kUnsupported (dtype
+/// without a safetensors equivalent, e.g. quantized), kDiskFull, kIOError.
+Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& dir, const SaveOptions& options);
+
+// ---------------------------------------------------------------------------
+// Summaries (hubload load --json).
+
+/// Per-tensor summary as printed by `hubload load --json`.
+struct TensorSummary {
+  std::string dtype;             // safetensors spelling of the loaded dtype ("BF16", "I64")
+  std::vector<int64_t> shape;
+  double sum = 0;                // float64 sum of all elements as loaded (bool true = 1)
+  std::string sha256;            // lower-case hex of the contiguous little-endian bytes
+};
+/// Errors: kUnsupported for a dtype without a safetensors name (complex128 ...).
+Result<TensorSummary> SummarizeTensor(const at::Tensor& t);
+
+/// The safetensors dtype of a LibTorch dtype, or kUnsupported.
+Result<safetensors::Dtype> SafetensorsDtype(at::ScalarType t);
+
+}  // namespace hubload

@@ -1,0 +1,188 @@
+// hubload/transport.h: the HTTP seam under the Hub client.
+//
+// A small interface (HttpTransport) so that the retry policy, the Hub client
+// and their tests do not depend on libcurl. Two implementations ship:
+//  - MakeCurlTransport(): libcurl, connection reuse (a pool of easy handles
+//    sharing one connection cache), HTTP/2 where the server offers it, connect
+//    and low-speed (stall) timeouts on every request, redirects followed by hand
+//    so that `Authorization` is dropped whenever the host (or scheme/port)
+//    changes (field failure B06), user agent `hubload/<version>`.
+//  - MakeRetryingTransport(): exponential backoff with jitter on connection
+//    errors, 408, 429 (honouring `Retry-After`) and 5xx, bounded in count and
+//    in total time (huggingface_hub utils/_http.py: _http_backoff_base).
+//
+// Non-2xx answers are NOT errors at this layer: Send() returns the response and
+// the caller classifies it (hub/ maps X-Error-Code and status to Code values).
+// Send() fails only when no complete response could be obtained: Code::kNetwork
+// (connect, DNS, TLS, timeout, stall, too many redirects), Code::kCancelled
+// (the sink returned false), Code::kInvalidArgument (malformed URL or body file).
+// Error messages and contexts carry URLs passed through RedactUrl(): never a
+// token, a userinfo password or a presigned query string.
+//
+// Thread safety: every HttpTransport implementation shipped here may be used
+// from many threads at once (Send is re-entrant). Request/response are values.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hubload/status.h"
+
+namespace hubload {
+
+/// HTTP header list with case-insensitive lookup (RFC 9110 field names).
+class HttpHeaders {
+ public:
+  /// Appends a field; repeated names are kept in order.
+  void Add(std::string name, std::string value);
+  /// Replaces every field named `name` (case-insensitive) with one value.
+  void Set(const std::string& name, std::string value);
+  /// Removes every field named `name` (case-insensitive).
+  void Remove(const std::string& name);
+  /// Value of the first field named `name` (case-insensitive), or nullopt.
+  std::optional<std::string> Get(std::string_view name) const;
+  /// True when a field named `name` is present.
+  bool Has(std::string_view name) const { return Get(name).has_value(); }
+  const std::vector<std::pair<std::string, std::string>>& items() const { return items_; }
+  void Clear() { items_.clear(); }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> items_;
+};
+
+/// Request body read from a file region: re-readable, so a retried or
+/// redirected upload sends the same bytes again (uploads of large LFS objects).
+struct FileBody {
+  std::string path;     // local file
+  uint64_t offset = 0;  // bytes from the start of the file
+  uint64_t length = 0;  // bytes to send
+};
+
+struct HttpRequest {
+  std::string method = "GET";  // GET, HEAD, POST, PUT, ...
+  /// Absolute http(s) URL, already percent-encoded (hub/ builds it).
+  std::string url;
+  /// Request header fields in order. `Authorization` here is sent only to the
+  /// host of `url`; redirects to any other scheme/host/port drop it.
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// In-memory body (POST/PUT). Ignored when `body_file` is set.
+  std::string body;
+  /// Body streamed from a file region instead of `body`.
+  std::optional<FileBody> body_file;
+  /// Follow 301/302/303/307/308 (303 turns into GET without body). When false
+  /// the 3xx response itself is returned (huggingface_hub HEAD probe style).
+  bool follow_redirects = true;
+  /// Whole-request limit in seconds, 0 = none (only the connect and stall
+  /// timeouts of TransportOptions apply). Use for small API calls.
+  double timeout_s = 0;
+};
+
+struct HttpResponse {
+  int status = 0;           // final HTTP status code
+  HttpHeaders headers;      // header fields of the final response
+  /// Body, when it was not streamed into a BodySink (see BodySink) — for
+  /// non-2xx answers with a sink, the error body (first 1 MiB) lands here.
+  std::string body;
+  /// URL of the final response after redirects (redacted: no query string).
+  std::string effective_url;
+  /// Body bytes received for the final response (streamed or not).
+  uint64_t body_bytes = 0;
+  /// Number of redirects followed.
+  int redirects = 0;
+};
+
+/// Receives a streamed response body. Calls come from the thread running Send.
+class BodySink {
+ public:
+  virtual ~BodySink() = default;
+  /// Called once with status + headers of the final 2xx response before any
+  /// data. Return false to abort (Send then returns Code::kCancelled). Not
+  /// called for non-2xx answers: their body goes to HttpResponse::body.
+  virtual bool OnResponseStart(const HttpResponse& head) { return true; }
+  /// Called with consecutive body chunks (any size). Return false to abort the
+  /// transfer (Send returns Code::kCancelled with reason "SinkAborted").
+  virtual bool OnData(const char* data, size_t n) = 0;
+};
+
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+  /// Performs `req`. With `sink` == nullptr the body is returned in
+  /// HttpResponse::body; otherwise a 2xx body is streamed to `sink`.
+  /// Returns the final response (any status) or an error as described in the
+  /// header comment. Thread-safe.
+  virtual Result<HttpResponse> Send(const HttpRequest& req, BodySink* sink) = 0;
+};
+
+struct TransportOptions {
+  /// TCP+TLS connect limit per attempt, seconds.
+  double connect_timeout_s = 10;
+  /// A transfer slower than `low_speed_limit_bytes` per second for this many
+  /// seconds is aborted as stalled (Code::kNetwork, reason "Stalled"). B19.
+  double low_speed_time_s = 30;
+  uint64_t low_speed_limit_bytes = 1;
+  /// Most redirects followed per request.
+  int max_redirects = 10;
+  /// User-Agent header; default "hubload/<version>".
+  std::string user_agent;
+  /// Negotiate HTTP/2 over TLS (ALPN) when the server offers it; h2c is never
+  /// attempted on plain http.
+  bool http2 = true;
+  /// Receive buffer per transfer handed to libcurl, bytes (≥ 1 MiB writes are
+  /// what performance.md recommends for the cache write path).
+  size_t buffer_bytes = 1 << 20;
+};
+
+/// libcurl transport; see the header comment. Never fails to construct (curl
+/// errors surface per request as Code::kNetwork).
+std::shared_ptr<HttpTransport> MakeCurlTransport(const TransportOptions& options = {});
+
+struct RetryPolicy {
+  /// Retries after the first attempt (0 disables retrying).
+  int max_retries = 5;
+  /// First backoff; doubled per retry up to max_backoff_s (huggingface_hub
+  /// sleeps 1, 2, 4, 8, 8 s). Seconds.
+  double initial_backoff_s = 1.0;
+  double max_backoff_s = 8.0;
+  /// Random extra delay, uniform in [0, jitter_fraction × backoff].
+  double jitter_fraction = 0.25;
+  /// No retry is started once this much time (seconds) has passed since the
+  /// first attempt, nor one whose sleep would end after it.
+  double max_total_s = 60.0;
+  /// `Retry-After: <seconds>` on 429/503 replaces the computed backoff
+  /// (capped at max_total_s); HTTP-date values fall back to the backoff.
+  bool honour_retry_after = true;
+  /// Sleep hook, seconds; null = std::this_thread::sleep_for. Tests record it.
+  std::function<void(double)> sleep;
+};
+
+/// True for statuses the policy retries: 408, 429, 500, 502, 503, 504.
+bool IsRetryableHttpStatus(int status);
+
+/// Wraps `inner` with `policy`. A request whose body was already partly
+/// delivered to a sink is not retried (resuming is the caller's job: hub/
+/// continues with Range); everything else that failed with Code::kNetwork or a
+/// retryable status is retried. After the last attempt the last response (for
+/// a status) or error is returned unchanged. Thread-safe if `inner` is.
+std::shared_ptr<HttpTransport> MakeRetryingTransport(std::shared_ptr<HttpTransport> inner, RetryPolicy policy);
+
+/// URL safe to log or put in an error: userinfo and the query string removed
+/// ("http://u:pw@h/p?X-Amz-Signature=s" → "http://h/p"). Never fails.
+std::string RedactUrl(std::string_view url);
+
+/// Lower-cased "scheme://host:port" of an absolute URL (port made explicit),
+/// empty when not parseable. Two URLs with different origins never share
+/// Authorization.
+std::string UrlOrigin(std::string_view url);
+
+/// Resolves a Location value against the URL it came from (RFC 3986 §5:
+/// absolute, scheme-relative "//h/p", absolute-path "/p", relative "p").
+std::string ResolveUrl(std::string_view base, std::string_view location);
+
+}  // namespace hubload

@@ -1,0 +1,177 @@
+// Dtype table, UTF-8 validation and error helpers for the safetensors core.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "hubload/safetensors.h"
+#include "loader/safetensors/internal.h"
+
+namespace hubload::safetensors {
+
+namespace {
+struct DtypeRow {
+  Dtype dtype;
+  const char* name;
+  int bits;
+};
+// loading-semantics.md E.2 (Rust `Dtype` enum order and `bitsize()`).
+constexpr DtypeRow kDtypes[kNumDtypes] = {
+    {Dtype::BOOL, "BOOL", 8},       {Dtype::F4, "F4", 4},
+    {Dtype::F6_E2M3, "F6_E2M3", 6}, {Dtype::F6_E3M2, "F6_E3M2", 6},
+    {Dtype::U8, "U8", 8},           {Dtype::I8, "I8", 8},
+    {Dtype::F8_E5M2, "F8_E5M2", 8}, {Dtype::F8_E4M3, "F8_E4M3", 8},
+    {Dtype::F8_E8M0, "F8_E8M0", 8}, {Dtype::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8},
+    {Dtype::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8}, {Dtype::I16, "I16", 16},
+    {Dtype::U16, "U16", 16},        {Dtype::F16, "F16", 16},
+    {Dtype::BF16, "BF16", 16},      {Dtype::I32, "I32", 32},
+    {Dtype::U32, "U32", 32},        {Dtype::F32, "F32", 32},
+    {Dtype::C64, "C64", 64},        {Dtype::F64, "F64", 64},
+    {Dtype::I64, "I64", 64},        {Dtype::U64, "U64", 64},
+};
+}  // namespace
+
+const char* DtypeName(Dtype d) {
+  int i = static_cast<int>(d);
+  return (i >= 0 && i < kNumDtypes) ? kDtypes[i].name : "?";
+}
+
+std::optional<Dtype> DtypeFromName(std::string_view name) {
+  for (const auto& row : kDtypes) {
+    if (name == row.name) return row.dtype;
+  }
+  return std::nullopt;
+}
+
+int DtypeBits(Dtype d) {
+  int i = static_cast<int>(d);
+  return (i >= 0 && i < kNumDtypes) ? kDtypes[i].bits : 0;
+}
+
+uint64_t TensorInfo::num_elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return UINT64_MAX;
+  }
+  return n;
+}
+
+uint64_t TensorInfo::nbytes() const { return end >= begin ? end - begin : 0; }
+
+namespace internal {
+
+size_t FindInvalidUtf8(const uint8_t* p, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint8_t c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    uint32_t min;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07, min = 0x10000;
+    } else {
+      return i;  // continuation byte or 0xF8..0xFF as a lead
+    }
+    if (n - i < len) return i;
+    for (size_t k = 1; k < len; ++k) {
+      uint8_t cc = p[i + k];
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+bool JsonDepthWithin(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // skip the escaped character
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+std::string Quote(std::string_view s) {
+  constexpr size_t kMax = 200;
+  std::string out = "\"";
+  size_t n = s.size() < kMax ? s.size() : kMax;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMax) out += "...";
+  out += '"';
+  return out;
+}
+
+std::string ShapeString(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  s += ']';
+  return s;
+}
+
+Status FormatError(std::string_view reason, std::string_view label, std::string_view tensor,
+                   const std::string& what) {
+  std::string msg(label);
+  msg += ": ";
+  if (!tensor.empty()) {
+    msg += "tensor " + Quote(tensor) + ": ";
+  }
+  msg += what;
+  msg += " (";
+  msg += reason;
+  msg += ")";
+  ErrorContext ctx;
+  ctx.file = std::string(label);
+  ctx.tensor = std::string(tensor);
+  return Status(Code::kInvalidFormat, std::move(msg), std::string(reason), std::move(ctx));
+}
+
+Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
+  Code code = Code::kIOError;
+  if (err == ENOENT || err == ENOTDIR) code = Code::kNotFound;
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) code = Code::kDiskFull;
+  ErrorContext ctx;
+  ctx.file = path;
+  return Status(code, path + ": " + what + ": " + std::strerror(err), {}, std::move(ctx));
+}
+
+}  // namespace internal
+}  // namespace hubload::safetensors

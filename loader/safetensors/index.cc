@@ -1,0 +1,158 @@
+// Sharded checkpoint index files (`*.safetensors.index.json`,
+// loading-semantics.md B and A.6).
+#include <cerrno>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <unordered_set>
+
+#include "hubload/safetensors.h"
+#include "loader/safetensors/internal.h"
+
+namespace hubload::safetensors {
+
+using internal::FormatError;
+using internal::Quote;
+using json = nlohmann::json;
+
+namespace {
+constexpr std::string_view kSuffix = ".safetensors";
+}
+
+bool IsValidShardName(std::string_view name) {
+  if (name.size() <= kSuffix.size()) return false;
+  if (name.substr(name.size() - kSuffix.size()) != kSuffix) return false;
+  for (char c : name) {
+    if (c == '/' || c == '\\' || c == '\0') return false;
+  }
+  if (name.find("..") != std::string_view::npos) return false;
+  if (name.find(':') != std::string_view::npos) return false;  // drive ("C:") or stream syntax
+  return true;
+}
+
+Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label) {
+  if (!internal::IsValidUtf8(json_text)) {
+    return FormatError("InvalidIndexJson", file_label, {}, "index is not valid UTF-8");
+  }
+  if (!internal::JsonDepthWithin(json_text, internal::kMaxJsonDepth)) {
+    return FormatError("InvalidIndexJson", file_label, {},
+                       "index JSON nests deeper than " + std::to_string(internal::kMaxJsonDepth) + " levels");
+  }
+  std::string top_key, dup_top, dup_tensor;
+  std::unordered_set<std::string> top_seen, wm_seen;
+  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev != json::parse_event_t::key || !parsed.is_string()) return true;
+    const auto& k = parsed.get_ref<const std::string&>();
+    if (depth == 1) {
+      top_key = k;
+      if (!top_seen.insert(k).second && dup_top.empty()) dup_top = k;
+    } else if (depth == 2 && top_key == "weight_map") {
+      if (!wm_seen.insert(k).second && dup_tensor.empty()) dup_tensor = k;
+    }
+    return true;
+  };
+  json j = json::parse(json_text.begin(), json_text.end(), cb, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return FormatError("InvalidIndexJson", file_label, {}, "index is not valid JSON");
+  if (!j.is_object()) {
+    return FormatError("InvalidIndexJson", file_label, {},
+                       std::string("index is a JSON ") + j.type_name() + ", not an object");
+  }
+  if (!dup_top.empty()) {
+    return FormatError("InvalidIndexJson", file_label, {}, "top-level key " + Quote(dup_top) + " appears twice");
+  }
+  auto wm = j.find("weight_map");
+  if (wm == j.end() || !wm->is_object()) {
+    return FormatError("InvalidIndexJson", file_label, {},
+                       wm == j.end() ? std::string("\"weight_map\" is missing")
+                                     : std::string("\"weight_map\" is a JSON ") + wm->type_name() +
+                                           ", not an object");
+  }
+  if (!dup_tensor.empty()) {
+    return FormatError("DuplicateTensor", file_label, dup_tensor, "weight_map lists this tensor more than once");
+  }
+  Index idx;
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    if (!it.value().is_string()) {
+      return FormatError("InvalidIndexJson", file_label, it.key(),
+                         std::string("weight_map value is a JSON ") + it.value().type_name() +
+                             ", not a shard file name");
+    }
+    const std::string& shard = it.value().get_ref<const std::string&>();
+    if (!IsValidShardName(shard)) {
+      return FormatError("InvalidShardName", file_label, it.key(),
+                         "shard name " + Quote(shard) +
+                             " is not a plain file name ending in .safetensors (no '/', '\\', '..', drive)");
+    }
+    idx.weight_map.emplace(it.key(), shard);
+    idx.tensors_by_shard[shard].push_back(it.key());  // weight_map iterates in sorted order
+  }
+  for (const auto& [shard, names] : idx.tensors_by_shard) idx.shards.push_back(shard);
+  auto md = j.find("metadata");
+  if (md != j.end() && !md->is_null()) {
+    if (!md->is_object()) {
+      return FormatError("InvalidIndexJson", file_label, {},
+                         std::string("\"metadata\" is a JSON ") + md->type_name() + ", not an object");
+    }
+    for (auto it = md->begin(); it != md->end(); ++it) {
+      const json& v = it.value();
+      if (it.key() == "total_size") {
+        if (v.is_null()) continue;
+        if (v.is_number_unsigned()) {
+          idx.total_size = v.get<uint64_t>();
+        } else if (v.is_number_float() && std::isfinite(v.get<double>()) && v.get<double>() >= 0 &&
+                   v.get<double>() < 18446744073709551616.0 && std::floor(v.get<double>()) == v.get<double>()) {
+          idx.total_size = static_cast<uint64_t>(v.get<double>());
+        } else {
+          return FormatError("InvalidTotalSize", file_label, {},
+                             "metadata.total_size is " + v.dump() + ", not a non-negative integer byte count");
+        }
+        continue;
+      }
+      idx.metadata.emplace(it.key(), v.is_string() ? v.get<std::string>() : v.dump());
+    }
+  }
+  return idx;
+}
+
+Result<Index> ReadIndex(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int e = errno;
+    return internal::ErrnoStatus(e ? e : ENOENT, "open", path);
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return internal::ErrnoStatus(EIO, "read", path);
+  std::string text = ss.str();
+  return ParseIndex(text, path);
+}
+
+Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name, const Header& shard_header) {
+  std::string label(shard_name);
+  auto it = index.tensors_by_shard.find(label);
+  if (it == index.tensors_by_shard.end()) {
+    ErrorContext ctx;
+    ctx.file = label;
+    return Status(Code::kInvalidArgument, label + ": the index names no tensor in this shard", {}, std::move(ctx));
+  }
+  for (const auto& name : it->second) {
+    if (!shard_header.Find(name)) {
+      return FormatError("IndexTensorMissing", label, name, "the index puts this tensor in this shard but it is absent");
+    }
+  }
+  for (const auto& t : shard_header.tensors) {
+    auto w = index.weight_map.find(t.name);
+    if (w == index.weight_map.end()) {
+      return FormatError("IndexTensorUnlisted", label, t.name, "the shard holds a tensor the index does not list");
+    }
+    if (w->second != label) {
+      return FormatError("IndexTensorInOtherShard", label, t.name,
+                         "the shard holds this tensor but the index puts it in " + Quote(w->second));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace hubload::safetensors

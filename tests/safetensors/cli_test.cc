@@ -1,0 +1,89 @@
+// `hubload inspect` run as a subprocess on real and bad files.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "safetensors/independent.h"
+#include "testing/util.h"
+
+using namespace hubload::testing;
+
+namespace {
+
+std::string Q(const std::string& s) { return "'" + s + "'"; }
+
+TEST(HubloadInspect, JsonMatchesRawHeader) {
+  auto root = SharedDataDir();
+  if (root.empty()) GTEST_SKIP() << "shared data absent";
+  for (const char* rel : {"safetensors/run-ai__runai-model-streamer__test.safetensors",
+                          "safetensors/Astrodata-project__astrodata__model.safetensors",
+                          "safetensors/huggingface__safetensors__overall.safetensors"}) {
+    SCOPED_TRACE(rel);
+    std::string out, err;
+    int rc = RunCommand(Q(HubloadBin()) + " inspect --json " + Q((root / rel).string()), &out, &err);
+    ASSERT_EQ(rc, 0) << err;
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << out;
+    RawHeader raw = DecodeRaw(ReadFileBytes(root / rel));
+    ASSERT_TRUE(raw.ok);
+    nlohmann::json expect_tensors = raw.json;
+    expect_tensors.erase("__metadata__");
+    EXPECT_EQ(j.at("tensors"), expect_tensors);
+    EXPECT_EQ(j.at("metadata"), raw.has_metadata ? raw.json.at("__metadata__") : nlohmann::json::object());
+  }
+}
+
+TEST(HubloadInspect, TextListsTensors) {
+  auto root = SharedDataDir();
+  if (root.empty()) GTEST_SKIP() << "shared data absent";
+  std::string out, err;
+  auto p = root / "safetensors/huggingface__candle__jfk-codes.safetensors";
+  ASSERT_EQ(RunCommand(Q(HubloadBin()) + " inspect " + Q(p.string()), &out, &err), 0) << err;
+  RawHeader raw = DecodeRaw(ReadFileBytes(p));
+  ASSERT_EQ(raw.tensors.size(), 1u);
+  const auto& [name, t] = *raw.tensors.begin();
+  EXPECT_NE(out.find(name + "  I64  [1, 2, 828]"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(t.end - t.begin) + " bytes"), std::string::npos) << out;
+}
+
+TEST(HubloadInspect, IndexJson) {
+  auto root = SharedDataDir();
+  if (root.empty()) GTEST_SKIP() << "shared data absent";
+  auto p = root / "index/SD3.5-Large-transformer/diffusion_pytorch_model.safetensors.index.json";
+  std::string out, err;
+  ASSERT_EQ(RunCommand(Q(HubloadBin()) + " inspect --json " + Q(p.string()), &out, &err), 0) << err;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  auto src = nlohmann::json::parse(std::string(ReadFileBytes(p).begin(), ReadFileBytes(p).end()), nullptr, false);
+  EXPECT_EQ(j.at("weight_map"), src.at("weight_map"));
+  EXPECT_EQ(j.at("total_size"), src.at("metadata").at("total_size"));
+  EXPECT_EQ(j.at("shards").size(), 2u);
+}
+
+TEST(HubloadInspect, BadFileFailsWithOneLine) {
+  TempDir tmp;
+  struct Case {
+    std::string name, bytes, reason;
+  };
+  std::vector<Case> cases = {
+      {"short.safetensors", std::string("\x05\x00\x00", 3), "HeaderTooSmall"},
+      {"lfs.safetensors", "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n", "GitLfsPointer"},
+      {"bad.safetensors", std::string("\x04\x00\x00\x00\x00\x00\x00\x00[1] ", 12), "InvalidHeaderJson"},
+      {"bad.safetensors.index.json", "{\"weight_map\": {\"a\": \"../evil.safetensors\"}}", "InvalidShardName"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto p = tmp.path() / c.name;
+    WriteFileBytes(p, c.bytes);
+    std::string out, err;
+    int rc = RunCommand(Q(HubloadBin()) + " inspect " + Q(p.string()), &out, &err);
+    EXPECT_GE(rc, 1);
+    EXPECT_LE(rc, 127);
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_NE(err.find(c.reason), std::string::npos) << err;
+    EXPECT_NE(err.find(p.string()), std::string::npos) << err;
+    EXPECT_TRUE(out.empty()) << out;
+  }
+}
+
+}  // namespace
