@@ -934,8 +934,24 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
     if (req.local_dir.empty()) im.WriteTreeCache(rc, listing);
   }
   auto [paths, sizes] = select(listing);
-  HUBLOAD_RETURN_IF_ERROR(
-      im.RunFiles(rc, commit, paths, req.callbacks, workers, req.local_dir, sizes, nullptr, nullptr));
+  std::string failed_path;
+  Code failed_code = Code::kOk;
+  Status st = im.RunFiles(rc, commit, paths, req.callbacks, workers, req.local_dir, sizes, &failed_path, &failed_code);
+  if (!st.ok() && !IsCommitHash(req.revision) &&
+      (failed_code == Code::kEntryNotFound || failed_code == Code::kRevisionNotFound)) {
+    // B11: a stale revision answer; the commit /resolve/<revision> reports wins.
+    auto m = im.Head(req.repo_type, req.repo_id, req.revision, failed_path, nullptr);
+    if (m.ok() && m->commit != commit) {
+      spdlog::warn("{}@{} resolved to {} which lacks '{}'; retrying at {}", req.repo_id, req.revision, commit,
+                   failed_path, m->commit);
+      commit = m->commit;
+      HUBLOAD_ASSIGN_OR_RETURN(listing, im.ListAt(req.repo_type, req.repo_id, commit));
+      if (req.local_dir.empty()) im.WriteTreeCache(rc, listing);
+      auto sel = select(listing);
+      st = im.RunFiles(rc, commit, sel.first, req.callbacks, workers, req.local_dir, sel.second, nullptr, nullptr);
+    }
+  }
+  HUBLOAD_RETURN_IF_ERROR(st);
   if (!req.local_dir.empty()) return req.local_dir;
   if (req.revision != commit) HUBLOAD_RETURN_IF_ERROR(WithCtx(rc.WriteRef(req.revision, commit), ctx));
   std::error_code ec;

@@ -20,7 +20,9 @@ void ExpectIndexError(const std::string& text, const std::string& reason, const 
   EXPECT_EQ(r.status().code(), Code::kInvalidFormat);
   EXPECT_EQ(r.status().reason(), reason) << r.status().ToString();
   EXPECT_NE(r.status().message().find(kLabel), std::string::npos);
-  if (!tensor.empty()) EXPECT_EQ(r.status().context().tensor, tensor);
+  if (!tensor.empty()) {
+    EXPECT_EQ(r.status().context().tensor, tensor);
+  }
 }
 
 TEST(SafetensorsIndex, ParsesShardsMetadataAndGroups) {

@@ -183,7 +183,9 @@ TEST(SafetensorsWriter, RejectsBadInputAndLeavesNothing) {
     auto s = st::WriteFile(path, ts);
     EXPECT_FALSE(s.ok());
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
-    if (!reason.empty()) EXPECT_EQ(s.reason(), reason) << s.ToString();
+    if (!reason.empty()) {
+      EXPECT_EQ(s.reason(), reason) << s.ToString();
+    }
     EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
     EXPECT_TRUE(DirEntries(tmp.path()).empty());
   };

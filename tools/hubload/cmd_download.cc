@@ -1,0 +1,200 @@
+// `hubload download REPO_ID [FILE...]`: hf download in C++. The last stdout
+// line is the local path (the file when one FILE is given, else the snapshot
+// folder or --local-dir). Progress goes to stderr: bars on a terminal, one
+// line per finished file otherwise, nothing with --quiet.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "hubload/hub.h"
+#include "tools/hubload/cli.h"
+
+namespace {
+
+std::string Bytes(double b) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) {
+    b /= 1024;
+    ++i;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", b, u[i]);
+  return buf;
+}
+
+// Progress display on stderr (thread-safe: callbacks arrive from workers).
+class Display {
+ public:
+  Display(bool quiet, bool tty) : quiet_(quiet), tty_(tty), start_(std::chrono::steady_clock::now()) {}
+
+  hubload::DownloadCallbacks Callbacks() {
+    hubload::DownloadCallbacks cb;
+    if (quiet_) return cb;
+    cb.on_file_done = [this](const std::string& path, const std::string& local) { FileDone(path, local); };
+    cb.on_progress = [this](uint64_t done, uint64_t total) { Total(done, total); };
+    if (tty_)
+      cb.on_file_progress = [this](const std::string& p, uint64_t d, uint64_t t) { FileProgress(p, d, t); };
+    return cb;
+  }
+  void Finish() {
+    if (quiet_ || !tty_) return;
+    std::lock_guard<std::mutex> l(mu_);
+    Clear();
+  }
+
+ private:
+  void FileDone(const std::string& path, const std::string& local) {
+    std::lock_guard<std::mutex> l(mu_);
+    active_.erase(path);
+    if (tty_) Clear();
+    std::fprintf(stderr, "done %s\n", path.c_str());
+    if (tty_) Draw(true);
+  }
+  void FileProgress(const std::string& p, uint64_t d, uint64_t t) {
+    std::lock_guard<std::mutex> l(mu_);
+    active_[p] = {d, t};
+    Draw(false);
+  }
+  void Total(uint64_t d, uint64_t t) {
+    std::lock_guard<std::mutex> l(mu_);
+    done_ = d;
+    total_ = t;
+    if (tty_) Draw(false);
+  }
+  static std::string Bar(uint64_t d, uint64_t t) {
+    int w = 24, filled = t ? static_cast<int>(w * static_cast<double>(d) / static_cast<double>(t)) : 0;
+    if (filled > w) filled = w;
+    return "[" + std::string(filled, '#') + std::string(w - filled, '.') + "]";
+  }
+  void Clear() {
+    for (int i = 0; i < lines_; ++i) std::fprintf(stderr, "\x1b[1A\x1b[2K");
+    lines_ = 0;
+  }
+  void Draw(bool force) {
+    auto now = std::chrono::steady_clock::now();
+    if (!force && now - last_ < std::chrono::milliseconds(150)) return;
+    last_ = now;
+    Clear();
+    int shown = 0;
+    for (auto& [p, dt] : active_) {
+      if (shown == 8) break;
+      std::fprintf(stderr, "%s %s / %s  %s\n", Bar(dt.first, dt.second).c_str(), Bytes(dt.first).c_str(),
+                   dt.second ? Bytes(dt.second).c_str() : "?", p.c_str());
+      ++shown;
+    }
+    double secs = std::chrono::duration<double>(now - start_).count();
+    double rate = secs > 0 ? done_ / secs : 0;
+    std::string eta = rate > 0 && total_ > done_ ? std::to_string(static_cast<int>((total_ - done_) / rate)) + " s" : "-";
+    std::fprintf(stderr, "%s %s / %s  %s/s  ETA %s  total\n", Bar(done_, total_).c_str(), Bytes(done_).c_str(),
+                 Bytes(total_).c_str(), Bytes(rate).c_str(), eta.c_str());
+    lines_ = shown + 1;
+  }
+
+  bool quiet_, tty_;
+  std::mutex mu_;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> active_;
+  uint64_t done_ = 0, total_ = 0;
+  int lines_ = 0;
+  std::chrono::steady_clock::time_point start_, last_{};
+};
+
+struct Args {
+  std::string repo_id;
+  std::vector<std::string> files;
+  std::string revision = "main";
+  std::string repo_type = "model";
+  std::vector<std::string> include, exclude;
+  std::string local_dir;
+  int max_workers = 8;
+  bool offline = false;
+  bool quiet = false;
+};
+
+int Run(const Args& a, hubload::cli::Global& g) {
+  auto type = hubload::ParseRepoType(a.repo_type);
+  if (!type.ok()) return hubload::cli::Fail("download", type.status().message());
+  hubload::ClientOptions opt;
+  opt.config = g.config;
+  if (a.offline) opt.config.offline = true;
+  opt.max_workers = a.max_workers;
+  hubload::HubClient client(opt);
+  Display display(a.quiet, ::isatty(2) == 1);
+  auto cb = display.Callbacks();
+  std::string out;
+  if (a.files.size() == 1 && a.include.empty() && a.exclude.empty()) {
+    hubload::FileRequest r;
+    r.repo_id = a.repo_id;
+    r.filename = a.files[0];
+    r.revision = a.revision;
+    r.repo_type = *type;
+    r.local_dir = a.local_dir;
+    auto p = client.Download(r);
+    display.Finish();
+    if (!p.ok()) return hubload::cli::Fail("download", p.status().ToString());
+    if (cb.on_file_done) cb.on_file_done(r.filename, *p);
+    out = *p;
+  } else if (!a.files.empty()) {
+    std::vector<std::string> files;
+    for (auto& f : a.files)
+      if (hubload::MatchesPatterns(f, a.include, a.exclude)) files.push_back(f);
+    if (!a.local_dir.empty()) {
+      for (auto& f : files) {
+        hubload::FileRequest r{a.repo_id, f, a.revision, *type, a.local_dir, false};
+        auto p = client.Download(r);
+        if (!p.ok()) return hubload::cli::Fail("download", p.status().ToString());
+        if (cb.on_file_done) cb.on_file_done(f, *p);
+      }
+      out = a.local_dir;
+    } else {
+      auto commit = client.ResolveCommit(a.repo_id, a.revision, *type);
+      if (!commit.ok()) return hubload::cli::Fail("download", commit.status().ToString());
+      hubload::Status st = client.DownloadFiles(a.repo_id, *commit, *type, files, cb);
+      display.Finish();
+      if (!st.ok()) return hubload::cli::Fail("download", st.ToString());
+      hubload::RepoCache rc(client.options().config.cache_dir, a.repo_id, *type);
+      if (a.revision != *commit) {
+        auto w = rc.WriteRef(a.revision, *commit);
+        if (!w.ok()) return hubload::cli::Fail("download", w.ToString());
+      }
+      out = rc.SnapshotDir(*commit);
+    }
+  } else {
+    hubload::SnapshotRequest r;
+    r.repo_id = a.repo_id;
+    r.revision = a.revision;
+    r.repo_type = *type;
+    r.allow_patterns = a.include;
+    r.ignore_patterns = a.exclude;
+    r.max_workers = a.max_workers;
+    r.local_dir = a.local_dir;
+    r.callbacks = cb;
+    auto p = client.Snapshot(r);
+    display.Finish();
+    if (!p.ok()) return hubload::cli::Fail("download", p.status().ToString());
+    out = *p;
+  }
+  std::printf("%s\n", out.c_str());
+  return 0;
+}
+
+hubload::cli::Command reg{"download", [](CLI::App& app, hubload::cli::Global& g) {
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("download", "Download files or a whole repo into the Hugging Face cache (as hf download)");
+  sub->add_option("repo_id", a->repo_id, "repo id, e.g. org/name")->required();
+  sub->add_option("files", a->files, "paths in the repo (default: the whole repo)");
+  sub->add_option("--revision", a->revision, "branch, tag, refs/pr/N or 40-hex commit")->capture_default_str();
+  sub->add_option("--repo-type", a->repo_type, "model, dataset or space")->capture_default_str();
+  sub->add_option("--include", a->include, "glob of files to download (huggingface_hub fnmatch rules)");
+  sub->add_option("--exclude", a->exclude, "glob of files to skip");
+  sub->add_option("--local-dir", a->local_dir, "write plain files into this folder instead of the cache");
+  sub->add_option("--max-workers", a->max_workers, "files downloaded at once")->capture_default_str()->check(CLI::Range(1, 256));
+  sub->add_flag("--offline", a->offline, "no network: serve from the cache or fail");
+  sub->add_flag("--quiet", a->quiet, "no progress output");
+  return [a, &g]() { return Run(*a, g); };
+}};
+
+}  // namespace
