@@ -193,12 +193,19 @@ class ModuleLoader {
   ModuleLoader(const ModuleLoader&) = delete;
   ModuleLoader& operator=(const ModuleLoader&) = delete;
 
+  /// One checkpoint key for Expect: name, shape, and the shard holding it.
+  struct ExpectedKey {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::string shard;
+  };
   /// Optional, before any AddTensors: declares every checkpoint key with its
   /// shape (e.g. from all shard headers). With `strict`, missing/unexpected keys
   /// fail here, before any tensor is touched; shape mismatches fail here unless
-  /// ignore_mismatched_sizes (hub `load_torch_model` checks up front too).
-  Status Expect(const std::vector<std::pair<std::string, std::vector<int64_t>>>& keys,
-                const std::string& label = "");
+  /// ignore_mismatched_sizes, naming tensor, both shapes and the shard (B34;
+  /// hub `load_torch_model` checks keys up front too). `label` names the
+  /// checkpoint in strict errors.
+  Status Expect(const std::vector<ExpectedKey>& keys, const std::string& label = "");
 
   /// Loads one shard's tensors. `shard_label` names it in errors/mismatches.
   /// Checks every shape of the batch first: on a mismatch error nothing of the
@@ -285,5 +292,20 @@ Result<TensorSummary> SummarizeTensor(const at::Tensor& t);
 
 /// The safetensors dtype of a LibTorch dtype, or kUnsupported.
 Result<safetensors::Dtype> SafetensorsDtype(at::ScalarType t);
+
+/// The JSON report of `hubload load --json` (one line, compact):
+/// `{"files":[...], "tensors":{"NAME":{"dtype":"BF16","shape":[...],"sum":S,"sha256":"HEX"}},
+///   "timings":{"NAME_s":seconds,...}, "warnings":[...]}`; tensors in `tensors` order,
+/// timings in the given order (seconds). The fetch-and-load pipeline passes its own
+/// extra timings. A NaN/infinite sum is written as null (JSON has no NaN).
+/// Errors: those of SummarizeTensor (the tensor is named).
+Result<std::string> LoadReportJson(const std::vector<std::string>& files, const StateDict& tensors,
+                                   const std::vector<std::pair<std::string, double>>& timings_s,
+                                   const std::vector<std::string>& warnings = {});
+
+/// A short human summary of a loaded state dict: tensor and file counts, bytes
+/// per loaded dtype, then one line per timing. Never fails.
+std::string LoadSummaryText(const std::vector<std::string>& files, const StateDict& tensors,
+                            const std::vector<std::pair<std::string, double>>& timings_s);
 
 }  // namespace hubload

@@ -141,12 +141,11 @@ ModuleLoader::ModuleLoader(torch::nn::Module& module, ModuleLoadOptions options)
 
 ModuleLoader::~ModuleLoader() { delete impl_; }
 
-Status ModuleLoader::Expect(const std::vector<std::pair<std::string, std::vector<int64_t>>>& keys,
-                            const std::string& label) {
+Status ModuleLoader::Expect(const std::vector<ExpectedKey>& keys, const std::string& label) {
   HUBLOAD_RETURN_IF_ERROR(impl_->init_error);
   std::set<std::string> present;
   std::vector<std::string> unexpected;
-  for (const auto& [name, shape] : keys) {
+  for (const auto& [name, shape, shard] : keys) {
     present.insert(name);
     auto it = impl_->model.find(name);
     if (it == impl_->model.end()) {
@@ -155,7 +154,7 @@ Status ModuleLoader::Expect(const std::vector<std::pair<std::string, std::vector
     }
     const at::Tensor& m = it->second.tensor;
     if (m.defined() && m.sizes().vec() != shape && !impl_->options.ignore_mismatched_sizes)
-      return impl_->ShapeError(name, shape, m.sizes(), label);
+      return impl_->ShapeError(name, shape, m.sizes(), shard);
   }
   if (!impl_->options.strict) return Status::Ok();
   std::vector<bool> covered(impl_->groups.size(), false);
@@ -272,14 +271,14 @@ Result<LoadReport> LoadIntoModule(torch::nn::Module& module, const std::string& 
   HUBLOAD_ASSIGN_OR_RETURN(LocalCheckpointFiles files, ResolveLocalCheckpoint(path, resolve_options));
   ModuleLoader loader(module, module_options);
   // Every header first: strict and shape errors before anything is loaded.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> keys;
+  std::vector<ModuleLoader::ExpectedKey> keys;
   for (const auto& f : files.files) {
     HUBLOAD_ASSIGN_OR_RETURN(auto header, safetensors::ReadMetadata(f));
     if (!files.index_path.empty())
       HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(files.index, fs::path(f).filename().string(), header));
     for (const auto& t : header.tensors) {
       std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
-      keys.emplace_back(t.name, std::move(shape));
+      keys.push_back({t.name, std::move(shape), f});
     }
   }
   HUBLOAD_RETURN_IF_ERROR(loader.Expect(keys, files.resolved.weights_file));

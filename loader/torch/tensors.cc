@@ -305,6 +305,26 @@ Result<LocalCheckpointFiles> ResolveLocalCheckpoint(const std::string& path, con
     HUBLOAD_ASSIGN_OR_RETURN(out.index, safetensors::ReadIndex(full));
     HUBLOAD_ASSIGN_OR_RETURN(auto shards, ShardPaths(out.resolved, out.index, listing));
     for (const auto& s : shards) out.files.push_back((fs::path(path) / s).string());
+    // Shards of the same family that the index does not name are ignored, with a warning (B23).
+    std::string prefix = out.resolved.subfolder.empty() ? "" : out.resolved.subfolder + "/";
+    std::string family = AddVariant(out.resolved.weights_name + ".safetensors", out.resolved.variant_used);
+    family = family.substr(0, family.size() - 12);
+    std::set<std::string> named(shards.begin(), shards.end());
+    auto is_digits = [](const std::string& x) {
+      return !x.empty() && std::all_of(x.begin(), x.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    for (const auto& f : listing) {
+      if (f.compare(0, prefix.size(), prefix) != 0 || named.count(f)) continue;
+      std::string base = f.substr(prefix.size());
+      // family-NNNNN-of-NNNNN.safetensors
+      if (base.size() != family.size() + 27 || base.compare(0, family.size() + 1, family + "-") != 0 ||
+          !EndsWith(base, ".safetensors"))
+        continue;
+      std::string mid = base.substr(family.size() + 1, 14);  // NNNNN-of-NNNNN
+      if (!is_digits(mid.substr(0, 5)) || mid.substr(5, 4) != "-of-" || !is_digits(mid.substr(9, 5))) continue;
+      out.resolved.warnings.push_back("'" + f + "' is not named by the index '" + out.resolved.weights_file +
+                                        "' and is ignored");
+    }
     return out;
   }
   if (!fs::exists(path, ec)) {

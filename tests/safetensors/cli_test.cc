@@ -54,7 +54,8 @@ TEST(HubloadInspect, IndexJson) {
   ASSERT_EQ(RunCommand(Q(HubloadBin()) + " inspect --json " + Q(p.string()), &out, &err), 0) << err;
   auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << out;
-  auto src = nlohmann::json::parse(std::string(ReadFileBytes(p).begin(), ReadFileBytes(p).end()), nullptr, false);
+  auto bytes = ReadFileBytes(p);
+  auto src = nlohmann::json::parse(std::string(bytes.begin(), bytes.end()), nullptr, false);
   EXPECT_EQ(j.at("weight_map"), src.at("weight_map"));
   EXPECT_EQ(j.at("total_size"), src.at("metadata").at("total_size"));
   EXPECT_EQ(j.at("shards").size(), 2u);

@@ -1,0 +1,163 @@
+// Shared fixtures of the push tests: an in-process `hubload serve` with a
+// store folder, a transport that records every request it forwards, and
+// helpers that read the server's store directly (the independent view of
+// what was committed).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hubload/server.h"
+#include "hubload/transport.h"
+#include "hubload/upload.h"
+#include "testing/util.h"
+
+namespace hubload::pushtest {
+namespace fs = std::filesystem;
+
+inline constexpr const char* kToken = "hf_pushtest_token_123";
+
+/// Every request that went through, as seen below the retry layer.
+struct Recorded {
+  std::string method;
+  std::string url;         // as sent (query included: test-local only)
+  uint64_t body_bytes = 0; // body length declared for the request
+  bool body_from_file = false;
+  int status = 0;          // 0 when the transport failed
+};
+
+/// Forwards to `inner` and records each request (thread-safe).
+class RecordingTransport : public HttpTransport {
+ public:
+  explicit RecordingTransport(std::shared_ptr<HttpTransport> inner) : inner_(std::move(inner)) {}
+  Result<HttpResponse> Send(const HttpRequest& req, BodySink* sink) override {
+    auto r = inner_->Send(req, sink);
+    Recorded rec;
+    rec.method = req.method;
+    rec.url = req.url;
+    rec.body_from_file = req.body_file.has_value();
+    rec.body_bytes = req.body_file ? req.body_file->length : req.body.size();
+    rec.status = r.ok() ? r->status : 0;
+    std::lock_guard<std::mutex> l(mu_);
+    log_.push_back(rec);
+    return r;
+  }
+  std::vector<Recorded> log() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return log_;
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> l(mu_);
+    log_.clear();
+  }
+
+ private:
+  std::shared_ptr<HttpTransport> inner_;
+  mutable std::mutex mu_;
+  std::vector<Recorded> log_;
+};
+
+/// Random bytes (deterministic per seed).
+inline std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+inline std::string ReadText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+/// A server on port 0 with a fresh store, plus upload options pointing at it
+/// through a RecordingTransport over curl with fast retries.
+class PushServer {
+ public:
+  explicit PushServer(uint64_t multipart_chunk = 64 * 1024) {
+    server::ServerOptions so;
+    so.root = store_.str();
+    so.tokens = {kToken};
+    so.multipart_chunk_size = multipart_chunk;
+    so.access_log = (log_dir_.path() / "access.jsonl").string();
+    auto s = server::Server::Start(so);
+    if (!s.ok()) {
+      ADD_FAILURE() << s.status().ToString();
+      return;
+    }
+    server_ = std::move(*s);
+    RetryPolicy fast;
+    fast.max_retries = 3;
+    fast.initial_backoff_s = 0.01;
+    fast.max_backoff_s = 0.05;
+    fast.max_total_s = 20;
+    recorder_ = std::make_shared<RecordingTransport>(MakeCurlTransport());
+    options_.config.endpoint = server_->url();
+    options_.config.token = kToken;
+    options_.transport = MakeRetryingTransport(recorder_, fast);
+    options_.upload_workers = 4;
+  }
+
+  server::Server& server() { return *server_; }
+  bool ok() const { return server_ != nullptr; }
+  UploadOptions& options() { return options_; }
+  RecordingTransport& recorder() { return *recorder_; }
+  fs::path store() const { return store_.path(); }
+  fs::path RepoDir(const std::string& repo_id) const {
+    return store_.path() / server::RepoFolderName("model", repo_id);
+  }
+  /// Head of `ref` read from the store's refs folder ("" when absent).
+  std::string Ref(const std::string& repo_id, const std::string& ref = "main") const {
+    fs::path p = RepoDir(repo_id) / "refs" / ref;
+    std::error_code ec;
+    if (!fs::exists(p, ec)) return "";
+    std::string s = ReadText(p);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+  }
+  /// Number of snapshot folders (one per commit) in the store.
+  size_t Snapshots(const std::string& repo_id) const {
+    size_t n = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(RepoDir(repo_id) / "snapshots", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec))
+      ++n;
+    return n;
+  }
+  /// Files of commit `commit` in the store: path -> bytes (symlinks followed).
+  std::map<std::string, std::string> Tree(const std::string& repo_id, const std::string& commit) const {
+    std::map<std::string, std::string> out;
+    fs::path snap = RepoDir(repo_id) / "snapshots" / commit;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(snap, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      std::error_code ec2;
+      if (!it->is_regular_file(ec2)) continue;
+      out[it->path().lexically_relative(snap).generic_string()] = ReadText(it->path());
+    }
+    return out;
+  }
+  /// Number of PUT requests recorded (attempts, retries included).
+  size_t Puts() const {
+    size_t n = 0;
+    for (auto& r : recorder_->log())
+      if (r.method == "PUT") ++n;
+    return n;
+  }
+
+ private:
+  testing::TempDir store_;
+  testing::TempDir log_dir_;
+  std::unique_ptr<server::Server> server_;
+  std::shared_ptr<RecordingTransport> recorder_;
+  UploadOptions options_;
+};
+
+}  // namespace hubload::pushtest

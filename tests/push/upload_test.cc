@@ -1,0 +1,390 @@
+// UploadFolder / CreateCommit against an in-process `hubload serve`.
+// Expected values come from the local files' raw bytes (sha256 via OpenSSL in
+// testing::Sha256Hex), the server's store folder, and the requests recorded
+// below the retry layer — never from the upload code itself.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "hubload/hub.h"
+#include "tests/push/push_test_util.h"
+
+namespace hubload {
+namespace {
+namespace fs = std::filesystem;
+using pushtest::PushServer;
+using pushtest::RandomBytes;
+using pushtest::ReadText;
+using testing::Sha256Hex;
+using testing::TempDir;
+using testing::WriteFileBytes;
+
+constexpr uint64_t kChunk = 64 * 1024;  // server multipart chunk (scaled-down S3 part limit)
+
+std::string Sha(const std::string& s) { return Sha256Hex(s.data(), s.size()); }
+
+// A checkpoint-like folder: config (regular), two LFS shards (one multipart,
+// one basic), an index, plus files that must never be uploaded.
+std::map<std::string, std::string> MakeFolder(const fs::path& dir, uint32_t seed = 1) {
+  std::map<std::string, std::string> files{
+      {"config.json", "{\"hidden_size\": 8}\n"},
+      {"model-00001-of-00002.safetensors", RandomBytes(3 * kChunk + 123, seed)},  // 4 parts
+      {"model-00002-of-00002.safetensors", RandomBytes(kChunk / 2, seed + 1)},    // basic
+      {"model.safetensors.index.json", "{\"metadata\": {}, \"weight_map\": {}}\n"},
+      {"sub/notes.txt", "hello\n"},
+  };
+  for (auto& [p, b] : files) {
+    fs::create_directories((dir / p).parent_path());
+    WriteFileBytes(dir / p, b);
+  }
+  fs::create_directories(dir / ".git");
+  WriteFileBytes(dir / ".git" / "HEAD", std::string("ref: refs/heads/main\n"));
+  fs::create_directories(dir / ".cache" / "huggingface");
+  WriteFileBytes(dir / ".cache" / "huggingface" / "x.metadata", std::string("meta"));
+  return files;
+}
+
+UploadFolderRequest Req(const std::string& repo, const fs::path& dir) {
+  UploadFolderRequest r;
+  r.repo_id = repo;
+  r.folder = dir.string();
+  r.create_repo = true;
+  r.commit_message = "push test";
+  return r;
+}
+
+TEST(PushUpload, FolderRoundTripsByteForByte) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  auto files = MakeFolder(local.path());
+  auto info = UploadFolder(hub.options(), Req("org/ckpt", local.path()));
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_TRUE(info->committed);
+  EXPECT_EQ(info->commit_oid.size(), 40u);
+  EXPECT_EQ(hub.Ref("org/ckpt"), info->commit_oid);
+  EXPECT_EQ(info->commit_url, hub.server().url() + "/org/ckpt/commit/" + info->commit_oid);
+  EXPECT_EQ(info->repo_url, hub.server().url() + "/org/ckpt");
+
+  // The committed tree is exactly the folder minus .git/ and .cache/huggingface/
+  // (plus the .gitattributes the server writes at creation).
+  auto tree = hub.Tree("org/ckpt", info->commit_oid);
+  tree.erase(".gitattributes");
+  EXPECT_EQ(tree, files);
+
+  // LFS blobs are stored under the sha256 of the raw bytes.
+  for (const char* p : {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}) {
+    fs::path blob = hub.RepoDir("org/ckpt") / "blobs" / Sha(files[p]);
+    EXPECT_TRUE(fs::is_regular_file(blob)) << p;
+  }
+  EXPECT_EQ(info->lfs, (std::vector<std::string>{"model-00001-of-00002.safetensors",
+                                                  "model-00002-of-00002.safetensors"}));
+  EXPECT_EQ(info->lfs_objects_uploaded, 2u);
+  EXPECT_EQ(info->lfs_bytes_uploaded, files["model-00001-of-00002.safetensors"].size() +
+                                          files["model-00002-of-00002.safetensors"].size());
+
+  // Read back with hubload's downloader into a fresh cache: same bytes.
+  TempDir cache;
+  ClientOptions co;
+  co.config.endpoint = hub.server().url();
+  co.config.token = pushtest::kToken;
+  co.config.cache_dir = cache.str();
+  HubClient client(co);
+  for (auto& [p, bytes] : files) {
+    FileRequest fr;
+    fr.repo_id = "org/ckpt";
+    fr.filename = p;
+    auto got = client.Download(fr);
+    ASSERT_TRUE(got.ok()) << p << ": " << got.status().ToString();
+    EXPECT_EQ(ReadText(*got), bytes) << p;
+  }
+  // Tree API: lfs oid == sha256 of the bytes, size == byte count.
+  auto listing = client.ListFiles("org/ckpt", "main");
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  for (auto& f : listing->files) {
+    if (f.path == ".gitattributes") continue;
+    ASSERT_TRUE(files.count(f.path)) << f.path;
+    EXPECT_EQ(f.size, files[f.path].size()) << f.path;
+    if (f.path.find(".safetensors") != std::string::npos && f.path.find(".json") == std::string::npos)
+      EXPECT_EQ(f.lfs_sha256, Sha(files[f.path])) << f.path;
+  }
+}
+
+TEST(PushUpload, MultipartWhenServerAsksAndNoPutLargerThanChunk) {
+  // B21 scaled down: T = 64 KiB; a T+1 file and a 4T file must go multipart,
+  // every single PUT carries at most T bytes and never an empty body.
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  std::string a = RandomBytes(kChunk + 1, 7), b = RandomBytes(4 * kChunk, 8);
+  WriteFileBytes(local.path() / "a.safetensors", a);
+  WriteFileBytes(local.path() / "b.safetensors", b);
+  auto info = UploadFolder(hub.options(), Req("org/big", local.path()));
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  size_t puts = 0, a_parts = 0, b_parts = 0, completes = 0;
+  for (auto& r : hub.recorder().log()) {
+    if (r.method == "PUT") {
+      ++puts;
+      EXPECT_GT(r.body_bytes, 0u) << r.url;
+      EXPECT_LE(r.body_bytes, kChunk) << r.url;
+      EXPECT_TRUE(r.body_from_file) << "LFS bytes are streamed from the file";
+      if (r.url.find(Sha(a)) != std::string::npos) ++a_parts;
+      if (r.url.find(Sha(b)) != std::string::npos) ++b_parts;
+      EXPECT_NE(r.url.find("/part/"), std::string::npos) << "multipart expected: " << r.url;
+    }
+    if (r.method == "POST" && r.url.find("/complete") != std::string::npos) ++completes;
+  }
+  EXPECT_EQ(a_parts, 2u);  // ceil((T+1)/T)
+  EXPECT_EQ(b_parts, 4u);
+  EXPECT_EQ(puts, 6u);
+  EXPECT_EQ(completes, 2u);
+  auto tree = hub.Tree("org/big", info->commit_oid);
+  EXPECT_EQ(tree["a.safetensors"], a);
+  EXPECT_EQ(tree["b.safetensors"], b);
+}
+
+TEST(PushUpload, FileTheServerHoldsTransfersNoBytes) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  auto files = MakeFolder(local.path());
+  auto first = UploadFolder(hub.options(), Req("org/same", local.path()));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+
+  // Same folder again: preupload reports the same oids, nothing is sent and
+  // no commit is made.
+  hub.recorder().Clear();
+  hub.server().ResetStats();
+  auto again = UploadFolder(hub.options(), Req("org/same", local.path()));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->committed);
+  EXPECT_EQ(again->commit_oid, first->commit_oid);
+  EXPECT_EQ(hub.Ref("org/same"), first->commit_oid);
+  EXPECT_EQ(hub.Puts(), 0u);
+  EXPECT_EQ(hub.server().RequestCount("/_lfs/"), 0u);
+  EXPECT_EQ(again->lfs_bytes_uploaded, 0u);
+  EXPECT_EQ(again->unchanged.size(), files.size());
+
+  // The same shard bytes under a new name: the LFS batch says the object is
+  // stored, so no PUT, but the commit adds the new path pointing at it.
+  TempDir local2;
+  std::string shard = files["model-00001-of-00002.safetensors"];
+  WriteFileBytes(local2.path() / "copy.safetensors", shard);
+  hub.recorder().Clear();
+  auto req = Req("org/same", local2.path());
+  auto copy = UploadFolder(hub.options(), req);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_TRUE(copy->committed);
+  EXPECT_EQ(hub.Puts(), 0u);
+  EXPECT_EQ(copy->lfs_bytes_uploaded, 0u);
+  auto tree = hub.Tree("org/same", copy->commit_oid);
+  EXPECT_EQ(tree["copy.safetensors"], shard);
+  EXPECT_EQ(tree["config.json"], files["config.json"]);  // upload_folder keeps other files
+}
+
+TEST(PushUpload, PartFailingOnceIsResentWithItsBytes) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  std::string bytes = RandomBytes(3 * kChunk + 5, 21);
+  WriteFileBytes(local.path() / "w.safetensors", bytes);
+  hub.server().faults().SetStatusForNext("/part/2", 500, 1);
+  auto info = UploadFolder(hub.options(), Req("org/retry", local.path()));
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  // Part 2 went out twice, both times with the full part length.
+  std::vector<uint64_t> part2;
+  for (auto& r : hub.recorder().log())
+    if (r.method == "PUT" && r.url.find("/part/2?") != std::string::npos) part2.push_back(r.body_bytes);
+  EXPECT_EQ(part2, (std::vector<uint64_t>{kChunk, kChunk}));
+  EXPECT_EQ(hub.server().RequestCount("/part/2"), 2u);
+  // The object the server assembled is the file, byte for byte.
+  EXPECT_EQ(ReadText(hub.RepoDir("org/retry") / "blobs" / Sha(bytes)), bytes);
+  EXPECT_EQ(hub.Tree("org/retry", info->commit_oid)["w.safetensors"], bytes);
+}
+
+TEST(PushUpload, ServerErrorInTheMiddleLeavesNoCommit) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  auto files = MakeFolder(local.path());
+  auto first = UploadFolder(hub.options(), Req("org/atomic", local.path()));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  size_t snaps = hub.Snapshots("org/atomic");
+
+  // New shard contents; part 3 of the big shard always fails.
+  TempDir local2;
+  auto files2 = MakeFolder(local2.path(), 99);
+  hub.server().faults().SetStatusForNext("/part/3", 503, -1);
+  auto r = UploadFolder(hub.options(), Req("org/atomic", local2.path()));
+  hub.server().faults().Clear();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kServerError) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("model-00001-of-00002.safetensors"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("part 3 of 4"), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().context().file, "model-00001-of-00002.safetensors");
+  EXPECT_EQ(r.status().context().http_status, 503);
+  // No commit request was sent and the branch did not move.
+  for (auto& rec : hub.recorder().log()) EXPECT_EQ(rec.url.find("/commit/"), std::string::npos) << rec.url;
+  EXPECT_EQ(hub.Ref("org/atomic"), first->commit_oid);
+  EXPECT_EQ(hub.Snapshots("org/atomic"), snaps);
+}
+
+TEST(PushUpload, CreatePrMakesRefsPrN) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  auto files = MakeFolder(local.path());
+  auto first = UploadFolder(hub.options(), Req("org/pr", local.path()));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+
+  TempDir local2;
+  WriteFileBytes(local2.path() / "config.json", std::string("{\"hidden_size\": 16}\n"));
+  for (int n = 1; n <= 2; ++n) {
+    auto req = Req("org/pr", local2.path());
+    req.create_pr = true;
+    req.commit_message = "PR " + std::to_string(n);
+    auto pr = UploadFolder(hub.options(), req);
+    ASSERT_TRUE(pr.ok()) << pr.status().ToString();
+    EXPECT_EQ(pr->pr_num, n);
+    EXPECT_EQ(pr->pr_url, hub.server().url() + "/org/pr/discussions/" + std::to_string(n));
+    EXPECT_EQ(hub.Ref("org/pr", "refs/pr/" + std::to_string(n)), pr->commit_oid);
+    auto tree = hub.Tree("org/pr", pr->commit_oid);
+    EXPECT_EQ(tree["config.json"], "{\"hidden_size\": 16}\n");
+    EXPECT_EQ(tree["model-00002-of-00002.safetensors"], files["model-00002-of-00002.safetensors"]);
+  }
+  EXPECT_EQ(hub.Ref("org/pr"), first->commit_oid);  // main untouched
+}
+
+TEST(PushUpload, StaleParentCommitIsRefused) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir a, b, c;
+  WriteFileBytes(a.path() / "x.txt", std::string("one"));
+  WriteFileBytes(b.path() / "x.txt", std::string("two"));
+  WriteFileBytes(c.path() / "x.txt", std::string("three"));
+  auto c1 = UploadFolder(hub.options(), Req("org/parent", a.path()));
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  auto rb = Req("org/parent", b.path());
+  rb.parent_commit = c1->commit_oid;  // current head: accepted
+  auto c2 = UploadFolder(hub.options(), rb);
+  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  auto rc = Req("org/parent", c.path());
+  rc.parent_commit = c1->commit_oid;  // no longer the head
+  auto c3 = UploadFolder(hub.options(), rc);
+  ASSERT_FALSE(c3.ok());
+  EXPECT_EQ(c3.status().code(), Code::kConflict) << c3.status().ToString();
+  EXPECT_NE(c3.status().message().find(c1->commit_oid), std::string::npos);
+  EXPECT_EQ(hub.Ref("org/parent"), c2->commit_oid);
+  EXPECT_EQ(hub.Tree("org/parent", c2->commit_oid)["x.txt"], "two");
+}
+
+TEST(PushUpload, PatternsAndDeletes) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  auto files = MakeFolder(local.path());
+  auto req = Req("org/pat", local.path());
+  req.path_in_repo = "/unet/";
+  req.allow_patterns = {"*.safetensors", "*.json"};
+  req.ignore_patterns = {"*.index.json"};
+  auto first = UploadFolder(hub.options(), req);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto tree = hub.Tree("org/pat", first->commit_oid);
+  tree.erase(".gitattributes");
+  std::set<std::string> got;
+  for (auto& [p, b] : tree) got.insert(p);
+  EXPECT_EQ(got, (std::set<std::string>{"unet/config.json", "unet/model-00001-of-00002.safetensors",
+                                        "unet/model-00002-of-00002.safetensors"}));
+
+  // Second push: only shard 1 (new bytes); delete every other safetensors
+  // under unet/ — but not what this commit writes, and nothing outside unet/.
+  TempDir local2;
+  std::string shard = RandomBytes(1000, 5);
+  WriteFileBytes(local2.path() / "model-00001-of-00002.safetensors", shard);
+  auto req2 = Req("org/pat", local2.path());
+  req2.path_in_repo = "unet";
+  req2.delete_patterns = {"*.safetensors"};
+  auto second = UploadFolder(hub.options(), req2);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->deleted, (std::vector<std::string>{"unet/model-00002-of-00002.safetensors"}));
+  auto tree2 = hub.Tree("org/pat", second->commit_oid);
+  EXPECT_EQ(tree2.count("unet/model-00002-of-00002.safetensors"), 0u);
+  EXPECT_EQ(tree2["unet/model-00001-of-00002.safetensors"], shard);
+  EXPECT_EQ(tree2["unet/config.json"], files["config.json"]);
+  EXPECT_EQ(tree2.count(".gitattributes"), 1u);
+}
+
+TEST(PushUpload, BadInputIsRefusedBeforeAnyRequest) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  auto r1 = UploadFolder(hub.options(), Req("org/x", local.path() / "missing"));
+  EXPECT_EQ(r1.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r1.status().message().find("missing"), std::string::npos);
+  auto r2 = UploadFolder(hub.options(), Req("bad//id", local.path()));
+  EXPECT_EQ(r2.status().code(), Code::kInvalidArgument);
+  auto req = Req("org/x", local.path());
+  req.parent_commit = "xyz";
+  auto r3 = UploadFolder(hub.options(), req);
+  EXPECT_EQ(r3.status().code(), Code::kInvalidArgument);
+  auto r4 = UploadFolder(hub.options(), Req("org/x", local.path()));  // empty folder
+  EXPECT_EQ(r4.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(r4.status().reason(), "EmptyCommit");
+  EXPECT_EQ(hub.recorder().log().size(), 0u);  // refused before any request
+}
+
+TEST(PushUpload, WrongTokenNamesNoToken) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  MakeFolder(local.path());
+  auto first = UploadFolder(hub.options(), Req("org/auth", local.path()));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  UploadOptions bad = hub.options();
+  bad.config.token = "hf_WRONGSECRET987654";
+  auto req = Req("org/auth", local.path());
+  req.create_repo = false;
+  auto r = UploadFolder(bad, req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnauthorized) << r.status().ToString();
+  EXPECT_EQ(r.status().ToString().find("WRONGSECRET"), std::string::npos);
+}
+
+TEST(PushUpload, ProgressReportsHashAndUploadBytes) {
+  PushServer hub(kChunk);
+  ASSERT_TRUE(hub.ok());
+  TempDir local;
+  auto files = MakeFolder(local.path());
+  uint64_t all = 0, lfs = 0;
+  for (auto& [p, b] : files) {
+    all += b.size();
+    if (p.find(".safetensors") != std::string::npos && p.find("index") == std::string::npos) lfs += b.size();
+  }
+  std::mutex mu;
+  std::map<UploadPhase, UploadProgress> last;
+  auto req = Req("org/progress", local.path());
+  req.callbacks.on_progress = [&](const UploadProgress& p) {
+    std::lock_guard<std::mutex> l(mu);
+    auto it = last.find(p.phase);
+    if (it != last.end()) EXPECT_GE(p.bytes_done, it->second.bytes_done);
+    EXPECT_LE(p.bytes_done, p.bytes_total);
+    last[p.phase] = p;
+  };
+  auto info = UploadFolder(hub.options(), req);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(last[UploadPhase::kHashing].bytes_done, all);
+  EXPECT_EQ(last[UploadPhase::kHashing].bytes_total, all);
+  EXPECT_EQ(last[UploadPhase::kUploading].bytes_done, lfs);
+  EXPECT_EQ(last[UploadPhase::kUploading].bytes_total, lfs);
+  EXPECT_TRUE(last.count(UploadPhase::kCommitting));
+}
+
+TEST(PushUpload, GitBlobOidMatchesGit) {
+  // `printf 'hello\n' | git hash-object --stdin` and the empty blob.
+  EXPECT_EQ(GitBlobOid("hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
+  EXPECT_EQ(GitBlobOid(""), "e69de29bb2d1d6cf5391e5bf35f2c7efd5a4e3b3");
+}
+
+}  // namespace
+}  // namespace hubload

@@ -1,0 +1,212 @@
+// `hubload download-distributed` and `hubload load-distributed`: the job-wide
+// variants of `hubload download` / `hubload load` (hubload/distributed.h).
+// The job position comes from the torchrun environment (MASTER_ADDR,
+// MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK),
+// with Slurm (SLURM_PROCID, ...) and Kubernetes indexed Job
+// (JOB_COMPLETION_INDEX) fallbacks; --master-addr/--master-port/--rank/...
+// override it. Every rank prints one line on stdout: the snapshot folder
+// (download) or a JSON summary (load --json).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "hubload/distributed.h"
+#include "hubload/hub.h"
+#include "tools/hubload/cli.h"
+
+namespace {
+
+namespace hd = hubload::distributed;
+
+// Options shared by both subcommands (job position, timeouts, chunking).
+struct JobFlags {
+  std::string master_addr;
+  int master_port = -1, rank = -1, world_size = -1, local_rank = -1, local_world_size = -1, node_rank = -1;
+  double timeout_s = 600, heartbeat_timeout_s = 30;
+  uint64_t chunk_bytes = 16ull << 20;
+  std::string assignment = "size";
+  std::string revision = "main";
+  std::string repo_type = "model";
+
+  void Add(CLI::App* sub) {
+    sub->add_option("--revision", revision, "branch, tag or commit")->capture_default_str();
+    sub->add_option("--repo-type", repo_type, "model, dataset or space")->capture_default_str();
+    sub->add_option("--master-addr", master_addr, "rendezvous host (default $MASTER_ADDR)");
+    sub->add_option("--master-port", master_port, "rendezvous port (default $MASTER_PORT)");
+    sub->add_option("--rank", rank, "this process's rank (default $RANK, $SLURM_PROCID, $JOB_COMPLETION_INDEX)");
+    sub->add_option("--world-size", world_size, "ranks in the job (default $WORLD_SIZE, $SLURM_NTASKS)");
+    sub->add_option("--local-rank", local_rank, "rank on this node (default $LOCAL_RANK, $SLURM_LOCALID, 0)");
+    sub->add_option("--local-world-size", local_world_size,
+                    "ranks on this node (default $LOCAL_WORLD_SIZE, $SLURM_NTASKS_PER_NODE, 1)");
+    sub->add_option("--node-rank", node_rank, "node index (default $GROUP_RANK, $SLURM_NODEID, rank / local world size)");
+    sub->add_option("--timeout", timeout_s, "rendezvous / broadcast chunk / barrier timeout, seconds")
+        ->capture_default_str();
+    sub->add_option("--heartbeat-timeout", heartbeat_timeout_s, "a rank silent this long is declared dead, seconds")
+        ->capture_default_str();
+    sub->add_option("--chunk-bytes", chunk_bytes, "bytes per broadcast chunk")->capture_default_str();
+    sub->add_option("--assign", assignment, "how files go to download ranks: size or round-robin")
+        ->check(CLI::IsMember({"size", "round-robin"}))
+        ->capture_default_str();
+  }
+
+  // The environment first, then the flags given explicitly.
+  hubload::Result<hd::DistOptions> Resolve() const {
+    hd::DistEnv env;
+    bool all_flags = !master_addr.empty() && master_port > 0 && rank >= 0 && world_size > 0;
+    if (!all_flags) {
+      auto e = hd::EnvFromEnvironment();
+      if (!e.ok()) return e.status();
+      env = *e;
+    }
+    if (!master_addr.empty()) env.master_addr = master_addr;
+    if (master_port > 0) {
+      if (master_port > 65535)
+        return hubload::Status(hubload::Code::kInvalidArgument, "--master-port must be 1..65535");
+      env.master_port = static_cast<uint16_t>(master_port);
+    }
+    if (rank >= 0) env.rank = rank;
+    if (world_size > 0) env.world_size = world_size;
+    if (local_rank >= 0) env.local_rank = local_rank;
+    if (local_world_size > 0) env.local_world_size = local_world_size;
+    if (node_rank >= 0) env.node_rank = node_rank;
+    HUBLOAD_RETURN_IF_ERROR(hd::Validate(env));
+    hd::DistOptions o;
+    o.env = env;
+    o.timeout_s = timeout_s;
+    o.heartbeat_timeout_s = heartbeat_timeout_s;
+    o.chunk_bytes = chunk_bytes;
+    o.assignment = assignment == "round-robin" ? hd::DistOptions::Assignment::kRoundRobin
+                                               : hd::DistOptions::Assignment::kBySize;
+    if (const char* f = std::getenv("HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS")) o.fault_kill_after_chunks = std::atoll(f);
+    return o;
+  }
+};
+
+hubload::ClientOptions MakeClient(const hubload::cli::Global& g) {
+  hubload::ClientOptions co;
+  co.config = g.config;
+  if (co.config.cache_dir.empty()) co.config.cache_dir = hubload::HubConfig::FromEnvironment().cache_dir;
+  return co;
+}
+
+std::string Prefix(const hd::DistOptions& o) { return "[rank " + std::to_string(o.env.rank) + "] "; }
+
+hubload::cli::Command download_reg{
+    "download-distributed", [](CLI::App& app, hubload::cli::Global& g) -> std::function<int()> {
+      auto* sub = app.add_subcommand(
+          "download-distributed",
+          "snapshot download shared by a whole job: each file is fetched from the Hub once per job and broadcast "
+          "to the other nodes' caches (run one process per rank, e.g. under torchrun, srun or a Kubernetes "
+          "indexed Job)");
+      auto repo_id = std::make_shared<std::string>();
+      auto include = std::make_shared<std::vector<std::string>>();
+      auto exclude = std::make_shared<std::vector<std::string>>();
+      auto flags = std::make_shared<JobFlags>();
+      auto quiet = std::make_shared<bool>(false);
+      sub->add_option("repo_id", *repo_id, "repository id, e.g. org/name")->required();
+      sub->add_option("--include", *include, "glob patterns of files to fetch (fnmatch, as hf download)");
+      sub->add_option("--exclude", *exclude, "glob patterns of files to skip");
+      sub->add_flag("--quiet", *quiet, "print only the snapshot folder");
+      flags->Add(sub);
+      return [&g, repo_id, include, exclude, flags, quiet]() -> int {
+        const char* cmd = "download-distributed";
+        auto type = hubload::ParseRepoType(flags->repo_type);
+        if (!type.ok()) return hubload::cli::Fail(cmd, type.status().ToString());
+        auto opts = flags->Resolve();
+        if (!opts.ok()) return hubload::cli::Fail(cmd, opts.status().ToString());
+        hubload::HubClient client(MakeClient(g));
+        hd::PrefetchRequest req;
+        req.repo_id = *repo_id;
+        req.revision = flags->revision;
+        req.repo_type = *type;
+        req.allow_patterns = *include;
+        req.ignore_patterns = *exclude;
+        auto r = hd::Prefetch(client, req, *opts);
+        if (!r.ok()) return hubload::cli::Fail(cmd, Prefix(*opts) + r.status().ToString());
+        if (!*quiet) {
+          std::fprintf(stderr, "%s%s: %zu files at %s; downloaded %llu bytes, sent %llu, received %llu\n",
+                       Prefix(*opts).c_str(), opts->env.Describe().c_str(), r->files.size(), r->commit.c_str(),
+                       static_cast<unsigned long long>(r->bytes_downloaded),
+                       static_cast<unsigned long long>(r->bytes_sent),
+                       static_cast<unsigned long long>(r->bytes_received));
+        }
+        std::printf("%s\n", r->snapshot_dir.c_str());
+        return 0;
+      };
+    }};
+
+hubload::cli::Command load_reg{
+    "load-distributed", [](CLI::App& app, hubload::cli::Global& g) -> std::function<int()> {
+      auto* sub = app.add_subcommand(
+          "load-distributed",
+          "load a model's weights on every rank of a job while one download per job feeds all nodes' caches");
+      auto repo_id = std::make_shared<std::string>();
+      auto flags = std::make_shared<JobFlags>();
+      auto subfolder = std::make_shared<std::string>();
+      auto variant = std::make_shared<std::string>();
+      auto dtype = std::make_shared<std::string>("auto");
+      auto tensors = std::make_shared<std::string>();
+      auto json_out = std::make_shared<std::string>();
+      sub->add_option("repo_id", *repo_id, "repository id, e.g. org/name")->required();
+      sub->add_option("--subfolder", *subfolder, "model folder inside the repo (e.g. unet)");
+      sub->add_option("--variant", *variant, "weights variant (e.g. fp16)");
+      sub->add_option("--dtype", *dtype, "auto, fp32, fp16 or bf16")->capture_default_str();
+      sub->add_option("--tensors", *tensors,
+                      "ECMAScript regex: this rank takes only the tensors whose name it matches (regex_search)");
+      sub->add_option("--json", *json_out,
+                      "write {rank, commit, files, tensors: {name: {dtype, shape, sha256}}} to this file "
+                      "('-' = stdout); '{rank}' in the name is replaced by the rank");
+      flags->Add(sub);
+      return [&g, repo_id, flags, subfolder, variant, dtype, tensors, json_out]() -> int {
+        const char* cmd = "load-distributed";
+        auto type = hubload::ParseRepoType(flags->repo_type);
+        if (!type.ok()) return hubload::cli::Fail(cmd, type.status().ToString());
+        auto opts = flags->Resolve();
+        if (!opts.ok()) return hubload::cli::Fail(cmd, opts.status().ToString());
+        hd::LoadRequest req;
+        req.repo_id = *repo_id;
+        req.revision = flags->revision;
+        req.repo_type = *type;
+        req.resolve.subfolder = *subfolder;
+        req.resolve.variant = *variant;
+        req.dtype = *dtype;
+        req.digests = true;
+        if (!tensors->empty()) {
+          std::shared_ptr<std::regex> re;
+          try {
+            re = std::make_shared<std::regex>(*tensors, std::regex::ECMAScript);
+          } catch (const std::regex_error& e) {
+            return hubload::cli::Fail(cmd, "--tensors '" + *tensors + "' is not a valid regex: " + e.what());
+          }
+          req.filter = [re](const std::string& name) { return std::regex_search(name, *re); };
+        }
+        hubload::HubClient client(MakeClient(g));
+        auto r = hd::Load(client, req, *opts, nullptr);
+        if (!r.ok()) return hubload::cli::Fail(cmd, Prefix(*opts) + r.status().ToString());
+        nlohmann::json j{{"rank", opts->env.rank}, {"commit", r->prefetch.commit}, {"files", r->files_loaded}};
+        nlohmann::json t = nlohmann::json::object();
+        for (const auto& d : r->digests)
+          t[d.name] = nlohmann::json{{"dtype", d.dtype}, {"shape", d.shape}, {"sha256", d.sha256}, {"file", d.file}};
+        j["tensors"] = t;
+        std::fprintf(stderr, "%s%s: %llu tensors from %zu files\n", Prefix(*opts).c_str(),
+                     opts->env.Describe().c_str(), static_cast<unsigned long long>(r->tensors_loaded),
+                     r->files_loaded.size());
+        if (json_out->empty()) return 0;
+        if (*json_out == "-") {
+          std::printf("%s\n", j.dump().c_str());
+          return 0;
+        }
+        std::string path = *json_out;
+        for (size_t p; (p = path.find("{rank}")) != std::string::npos;)
+          path.replace(p, 6, std::to_string(opts->env.rank));
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        out << j.dump() << "\n";
+        if (!out) return hubload::cli::Fail(cmd, "cannot write " + path);
+        return 0;
+      };
+    }};
+
+}  // namespace
