@@ -213,9 +213,10 @@ struct TensorToWrite {
 /// the tensors with contiguous data_offsets, compact JSON starting with '{'),
 /// padded with spaces so that N % 8 == 0. The data section is then the tensors'
 /// bytes concatenated in the new order of `*tensors`.
-/// Errors (kInvalidArgument): empty name, name "__metadata__", DuplicateTensor,
+/// Errors (kInvalidArgument): name "__metadata__" or not valid UTF-8, DuplicateTensor,
 /// size mismatch (nbytes != elements*bits/8, or elements*bits not a multiple of
-/// 8), null data with nbytes > 0, overflow.
+/// 8), null data with nbytes > 0, overflow. (An empty name is accepted, as by
+/// the reader and the Rust writer.)
 Result<std::string> SerializeHeader(std::vector<TensorToWrite>* tensors,
                                     const std::map<std::string, std::string>& metadata);
 

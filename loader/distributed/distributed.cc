@@ -386,6 +386,10 @@ class Job {
             last_seen = v;
             last_change = Clock::now();
           }
+        } else {
+          // Not started yet: a rank that never arrives is the rendezvous
+          // timeout's business, not a death.
+          last_change = Clock::now();
         }
         if (watching && Since(last_change) > opt_.heartbeat_timeout_s && !Aborted()) {
           std::string act = "starting";

@@ -34,7 +34,6 @@ Result<std::string> SerializeHeader(std::vector<TensorToWrite>* tensors,
   if (!tensors) return Invalid({}, "SerializeHeader: tensors is null");
   std::set<std::string_view> names;
   for (const auto& t : *tensors) {
-    if (t.name.empty()) return Invalid({}, "a tensor has an empty name");
     if (t.name == "__metadata__") return Invalid(t.name, "\"__metadata__\" is reserved, not a tensor name");
     if (!internal::IsValidUtf8(t.name)) return Invalid(t.name, "name is not valid UTF-8");
     if (!names.insert(t.name).second) return Invalid(t.name, "name given twice", "DuplicateTensor");

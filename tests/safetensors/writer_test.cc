@@ -194,7 +194,6 @@ TEST(SafetensorsWriter, RejectsBadInputAndLeavesNothing) {
   expect_fail({{"a", st::Dtype::F32, {2, 2}, b.data(), 12}}, "TensorInvalidInfo");
   expect_fail({{"a", st::Dtype::F4, {3}, b.data(), 2}}, "MisalignedSlice");
   expect_fail({{"__metadata__", st::Dtype::U8, {1}, b.data(), 1}}, "");
-  expect_fail({{"", st::Dtype::U8, {1}, b.data(), 1}}, "");
   expect_fail({{"a", st::Dtype::U8, {4}, nullptr, 4}}, "");
   expect_fail({{"bad\xFF", st::Dtype::U8, {1}, b.data(), 1}}, "");
   // Target directory missing: file-system error, nothing created.

@@ -94,6 +94,14 @@ hubload::ClientOptions MakeClient(const hubload::cli::Global& g) {
 
 std::string Prefix(const hd::DistOptions& o) { return "[rank " + std::to_string(o.env.rank) + "] "; }
 
+// A failed job may leave Gloo worker threads blocked on dead peers until their
+// timeout: print the error and leave at once instead of running destructors.
+[[noreturn]] void FailJob(const char* cmd, const hd::DistOptions& o, const hubload::Status& st) {
+  hubload::cli::Fail(cmd, Prefix(o) + st.ToString());
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 hubload::cli::Command download_reg{
     "download-distributed", [](CLI::App& app, hubload::cli::Global& g) -> std::function<int()> {
       auto* sub = app.add_subcommand(
@@ -125,7 +133,7 @@ hubload::cli::Command download_reg{
         req.allow_patterns = *include;
         req.ignore_patterns = *exclude;
         auto r = hd::Prefetch(client, req, *opts);
-        if (!r.ok()) return hubload::cli::Fail(cmd, Prefix(*opts) + r.status().ToString());
+        if (!r.ok()) FailJob(cmd, *opts, r.status());
         if (!*quiet) {
           std::fprintf(stderr, "%s%s: %zu files at %s; downloaded %llu bytes, sent %llu, received %llu\n",
                        Prefix(*opts).c_str(), opts->env.Describe().c_str(), r->files.size(), r->commit.c_str(),
@@ -185,7 +193,7 @@ hubload::cli::Command load_reg{
         }
         hubload::HubClient client(MakeClient(g));
         auto r = hd::Load(client, req, *opts, nullptr);
-        if (!r.ok()) return hubload::cli::Fail(cmd, Prefix(*opts) + r.status().ToString());
+        if (!r.ok()) FailJob(cmd, *opts, r.status());
         nlohmann::json j{{"rank", opts->env.rank}, {"commit", r->prefetch.commit}, {"files", r->files_loaded}};
         nlohmann::json t = nlohmann::json::object();
         for (const auto& d : r->digests)

@@ -1,0 +1,170 @@
+// Cache layout: names, validation, refs, snapshot links (huggingface_hub layout).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "hubload/cache.h"
+#include "testing/util.h"
+
+namespace fs = std::filesystem;
+using hubload::RepoCache;
+using hubload::RepoType;
+
+TEST(CacheLayout, RepoFolderNameMatchesHuggingfaceHub) {
+  // Examples from hub-protocol.md §3.2.
+  EXPECT_EQ(hubload::RepoFolderName("julien-c/EsperBERTo-small", RepoType::kModel), "models--julien-c--EsperBERTo-small");
+  EXPECT_EQ(hubload::RepoFolderName("org/name", RepoType::kDataset), "datasets--org--name");
+  EXPECT_EQ(hubload::RepoFolderName("gpt2", RepoType::kModel), "models--gpt2");
+  EXPECT_EQ(hubload::RepoFolderName("a/b", RepoType::kSpace), "spaces--a--b");
+}
+
+TEST(CacheLayout, NormalizeEtagStripsWeakMarkerAndQuotes) {
+  EXPECT_EQ(hubload::NormalizeEtag("\"abc123\""), "abc123");
+  EXPECT_EQ(hubload::NormalizeEtag("W/\"abc123\""), "abc123");
+  EXPECT_EQ(hubload::NormalizeEtag("abc123"), "abc123");
+  EXPECT_EQ(hubload::NormalizeEtag(" \"x\" "), "x");
+}
+
+TEST(CacheLayout, CommitHashIsFortyLowercaseHex) {
+  EXPECT_TRUE(hubload::IsCommitHash(std::string(40, 'a')));
+  EXPECT_FALSE(hubload::IsCommitHash(std::string(40, 'A')));
+  EXPECT_FALSE(hubload::IsCommitHash(std::string(39, 'a')));
+  EXPECT_FALSE(hubload::IsCommitHash("main"));
+}
+
+TEST(CacheLayout, UnsafeRepoPathsAreRejected) {
+  // B16 list.
+  for (const char* bad : {"../../evil.txt", "a/../../evil.txt", "..\\..\\evil.txt", "/tmp/evil", "C:\\evil.txt",
+                          "C:evil.txt", "\\\\host\\share\\x", "ok/./x", "a//b", "", "a/", "..", "."}) {
+    auto st = hubload::ValidateRepoPath(bad);
+    EXPECT_EQ(st.code(), hubload::Code::kInvalidArgument) << "accepted: '" << bad << "'";
+    EXPECT_EQ(st.reason(), "UnsafePath") << bad;
+  }
+  EXPECT_FALSE(hubload::ValidateRepoPath(std::string("x\0y", 3)).ok());
+  for (const char* ok : {"config.json", "a/b/c.bin", "dir with space/\xc3\xbc-na\xc3\xafve.txt", "a#b.txt", "100%.txt",
+                         "eval/C1_or_C2?_premise/x.json", ".gitattributes"}) {
+    EXPECT_TRUE(hubload::ValidateRepoPath(ok).ok()) << ok;
+  }
+}
+
+TEST(CacheLayout, RepoIdValidation) {
+  EXPECT_TRUE(hubload::ValidateRepoId("org/name").ok());
+  EXPECT_TRUE(hubload::ValidateRepoId("gpt2").ok());
+  EXPECT_FALSE(hubload::ValidateRepoId("a/b/c").ok());
+  EXPECT_FALSE(hubload::ValidateRepoId("../x").ok());
+  EXPECT_FALSE(hubload::ValidateRepoId("org/").ok());
+  EXPECT_FALSE(hubload::ValidateRepoId("").ok());
+}
+
+TEST(CacheLayout, PathsFollowTheLayout) {
+  RepoCache rc("/c/", "org/m", RepoType::kModel);
+  std::string commit(40, 'c');
+  EXPECT_EQ(rc.repo_dir(), "/c/models--org--m");
+  EXPECT_EQ(rc.BlobPath("e1"), "/c/models--org--m/blobs/e1");
+  EXPECT_EQ(rc.IncompletePath("e1"), "/c/models--org--m/blobs/e1.incomplete");
+  EXPECT_EQ(rc.PointerPath(commit, "a/b.txt"), "/c/models--org--m/snapshots/" + commit + "/a/b.txt");
+  EXPECT_EQ(rc.RefPath("refs/pr/1"), "/c/models--org--m/refs/refs/pr/1");
+  EXPECT_EQ(rc.NoExistPath(commit, "x"), "/c/models--org--m/.no_exist/" + commit + "/x");
+  EXPECT_EQ(rc.LockPath("e1"), "/c/.locks/models--org--m/e1.lock");
+}
+
+TEST(CacheLayout, RefsAreWrittenAtomicallyAndReadTrimmed) {
+  hubload::testing::TempDir tmp;
+  RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
+  std::string a(40, 'a'), b(40, 'b');
+  EXPECT_FALSE(rc.ReadRef("main").has_value());
+  ASSERT_TRUE(rc.WriteRef("main", a).ok());
+  auto bytes = hubload::testing::ReadFileBytes(rc.RefPath("main"));
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), a);  // no newline, as huggingface_hub
+  ASSERT_TRUE(rc.WriteRef("refs/pr/1", b).ok());
+  EXPECT_TRUE(fs::is_regular_file(tmp.path() / "models--org--m/refs/refs/pr/1"));
+  EXPECT_EQ(rc.ReadRef("refs/pr/1").value_or(""), b);
+  // A ref written by another tool with a trailing newline (B12).
+  hubload::testing::WriteFileBytes(rc.RefPath("dev"), b + "\n");
+  EXPECT_EQ(rc.ReadRef("dev").value_or(""), b);
+  EXPECT_FALSE(rc.WriteRef("main", "notacommit").ok());
+  EXPECT_FALSE(rc.WriteRef("../escape", a).ok());
+  // No temp files left behind.
+  for (auto& e : fs::directory_iterator(tmp.path() / "models--org--m/refs"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+TEST(CacheLayout, SnapshotLinkIsRelativeSymlinkToBlob) {
+  hubload::testing::TempDir tmp;
+  RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
+  std::string commit(40, 'c');
+  fs::create_directories(tmp.path() / "models--org--m/blobs");
+  hubload::testing::WriteFileBytes(rc.BlobPath("e1"), std::string("hello"));
+  auto p = rc.LinkSnapshot(commit, "sub/dir/f.txt", "e1");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(fs::is_symlink(*p));
+  EXPECT_EQ(fs::read_symlink(*p).string(), "../../../../blobs/e1");  // 2 folders below the snapshot
+  auto bytes = hubload::testing::ReadFileBytes(*p);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "hello");
+  EXPECT_EQ(rc.CachedPointer(commit, "sub/dir/f.txt").value_or(""), *p);
+  auto top = rc.LinkSnapshot(commit, "g.txt", "e1");
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(fs::read_symlink(*top).string(), "../../blobs/e1");
+}
+
+TEST(CacheLayout, DanglingPointerCountsAsAbsent) {
+  // B14(b): a snapshot written by another host whose blob is missing.
+  hubload::testing::TempDir tmp;
+  RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
+  std::string commit(40, 'c');
+  fs::create_directories(fs::path(rc.SnapshotDir(commit)));
+  fs::create_symlink("../../blobs/missing", rc.PointerPath(commit, "w.bin"));
+  EXPECT_FALSE(rc.CachedPointer(commit, "w.bin").has_value());
+}
+
+TEST(CacheLayout, CopyModeWhenSymlinksDisabled) {
+  hubload::testing::TempDir tmp;
+  RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
+  std::string commit(40, 'c');
+  fs::create_directories(tmp.path() / "models--org--m/blobs");
+  hubload::testing::WriteFileBytes(rc.BlobPath("e1"), std::string("bytes"));
+  auto p = rc.LinkSnapshot(commit, "f.txt", "e1", /*use_symlinks=*/false);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(fs::is_symlink(*p));
+  EXPECT_EQ(fs::file_size(*p), 5u);
+}
+
+TEST(CacheLayout, NoExistMarker) {
+  hubload::testing::TempDir tmp;
+  RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
+  std::string commit(40, 'c');
+  EXPECT_FALSE(rc.IsMarkedNoExist(commit, "opt/x.json"));
+  ASSERT_TRUE(rc.MarkNoExist(commit, "opt/x.json").ok());
+  EXPECT_TRUE(rc.IsMarkedNoExist(commit, "opt/x.json"));
+  EXPECT_EQ(fs::file_size(tmp.path() / ("models--org--m/.no_exist/" + commit + "/opt/x.json")), 0u);
+}
+
+TEST(CacheLayout, FileLockExcludesAndTimesOutNamingThePath) {
+  hubload::testing::TempDir tmp;
+  std::string path = tmp.str() + "/.locks/models--o--m/e.lock";
+  auto a = hubload::FileLock::Acquire(path, 1);
+  ASSERT_TRUE(a.ok());
+  auto b = hubload::FileLock::Acquire(path, 0.05);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().reason(), "LockTimeout");
+  EXPECT_NE(b.status().message().find(path), std::string::npos);
+  { auto released = std::move(*a); }
+  EXPECT_TRUE(hubload::FileLock::Acquire(path, 0.05).ok());
+}
+
+TEST(CacheLayout, LockOfADeadProcessIsFree) {
+  // B09: the lock file exists (left by a killed process) but nobody holds it.
+  hubload::testing::TempDir tmp;
+  std::string path = tmp.str() + "/.locks/models--o--m/e.lock";
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto l = hubload::FileLock::Acquire(path, 1);
+    _exit(l.ok() ? 0 : 1);  // dies holding it
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(fs::exists(path));
+  EXPECT_TRUE(hubload::FileLock::Acquire(path, 0.5).ok());
+}
