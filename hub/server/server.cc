@@ -703,9 +703,16 @@ Response Server::Impl::Handle(Request& r) {
         const std::string& action = seg[action_at];
         // The revision is one segment (may hold %2F); for `tree` the rest is the path.
         if (seg.size() >= action_at + 2) {
-          const std::string& rev = seg[action_at + 1];
+          std::string rev = seg[action_at + 1];
+          size_t rest_at = action_at + 2;
+          // js sends tree revisions raw: "refs/pr/1" arrives as three segments.
+          if (action == "tree" && rev == "refs" && seg.size() >= action_at + 4 &&
+              (seg[action_at + 2] == "pr" || seg[action_at + 2] == "convert")) {
+            rev = "refs/" + seg[action_at + 2] + "/" + seg[action_at + 3];
+            rest_at = action_at + 4;
+          }
           std::string rest;
-          for (size_t i = action_at + 2; i < seg.size(); ++i) rest += (rest.empty() ? "" : "/") + seg[i];
+          for (size_t i = rest_at; i < seg.size(); ++i) rest += (rest.empty() ? "" : "/") + seg[i];
           if (action == "revision" && get) {
             // A revision with literal slashes (refs/pr/1) arrives as several segments.
             std::string full = rev + (rest.empty() ? "" : "/" + rest);

@@ -575,7 +575,7 @@ Result<std::map<std::string, std::string>> ReadTree(const fs::path& repo_dir, co
        it.increment(ec)) {
     std::error_code ec2;
     if (it->is_directory(ec2) && !it->is_symlink(ec2)) continue;
-    std::string rel = fs::relative(it->path(), snap, ec2).generic_string();
+    std::string rel = it->path().lexically_relative(snap).generic_string();
     if (it->is_symlink(ec2)) {
       fs::path target = fs::read_symlink(it->path(), ec2);
       std::string name = target.filename().string();
@@ -823,7 +823,7 @@ Result<std::string> CreateRepoFromFolder(const std::string& root, const std::str
     std::error_code ec2;
     if (!it->is_regular_file(ec2)) continue;
     internal::Op op;
-    op.path = fs::relative(it->path(), folder, ec2).generic_string();
+    op.path = it->path().lexically_relative(folder).generic_string();
     op.local_file = it->path().string();
     ops.push_back(op);
   }

@@ -820,13 +820,10 @@ void FillReport(const Plan& plan, const Job& job, const RepoCache& cache, Prefet
   report->snapshot_dir = cache.SnapshotDir(plan.commit);
   report->leader = job.env().local_rank == 0;
   report->files.clear();
-  for (const auto& f : plan.files) {
-    PlannedFile p;
-    p.path = f.path;
-    p.size = f.size;
-    p.etag = f.etag;
-    p.owner_rank = f.owner >= 0 ? job.leader_ranks()[f.owner] : -1;
-    report->files.push_back(std::move(p));
+  for (size_t i = 0; i < plan.files.size(); ++i) {
+    const PlanFile& f = plan.files[i];
+    const int owner = f.owner >= 0 ? job.leader_ranks()[f.owner] : -1;
+    report->files.push_back(PlannedFile{f.path, f.size, f.etag, owner, false, false});
   }
 }
 

@@ -466,6 +466,16 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
     EXPECT_EQ(sent[path], bytes.size()) << path << " bytes sent";
   }
   EXPECT_EQ(sent["config.json"], 0u);
+  // The single-process load of node 1's snapshot (`hubload load --json`).
+  std::string single_out, single_err;
+  fs::path snap = fs::path(caches_[1]) / kRepoFolder / "snapshots" / commit_;
+  ASSERT_EQ(hubload::testing::RunCommand("'" + HubloadBin() + "' load '" + snap.string() + "' --json", &single_out,
+                                         &single_err),
+            0)
+      << single_err;
+  json single = json::parse(single_out, nullptr, false);
+  ASSERT_FALSE(single.is_discarded()) << single_out;
+  ASSERT_EQ(single["tensors"].size(), repo_.tensor_sha256.size());
   for (int r = 0; r < 4; ++r) {
     json j = json::parse(Slurp(tmp_.path() / "logs" / ("load-" + std::to_string(r) + ".json")), nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << "rank " << r;
@@ -475,6 +485,7 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
     for (const auto& [name, sha] : repo_.tensor_sha256) {
       ASSERT_TRUE(j["tensors"].contains(name)) << name;
       EXPECT_EQ(j["tensors"][name]["sha256"], sha) << "rank " << r << " " << name;
+      EXPECT_EQ(j["tensors"][name]["sha256"], single["tensors"][name]["sha256"]) << "rank " << r << " " << name;
       EXPECT_EQ(j["tensors"][name]["dtype"], repo_.tensor_dtype[name]) << name;
       EXPECT_EQ(j["tensors"][name]["shape"].get<std::vector<int64_t>>(), repo_.tensor_shape[name]) << name;
     }

@@ -388,3 +388,71 @@ TEST(PushUpload, GitBlobOidMatchesGit) {
 
 }  // namespace
 }  // namespace hubload
+
+namespace hubload {
+namespace {
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string::npos) end = s.size();
+    out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+TEST(PushCli, PrintsCommitAndUrlAndHonoursFilters) {
+  pushtest::PushServer hub(64 * 1024);
+  ASSERT_TRUE(hub.ok());
+  testing::TempDir local;
+  auto files = MakeFolder(local.path());
+  std::string base = testing::HubloadBin() + " --endpoint " + hub.server().url() + " --token " + pushtest::kToken +
+                     " push " + local.str() + " org/cli";
+  std::string out, err;
+  int rc = testing::RunCommand(base + " --include '*.safetensors' --include '*.json' --exclude '*.index.json'" +
+                                   " --commit-message 'from the cli'",
+                               &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_EQ(err, "") << "no progress output when stderr is not a terminal";
+  auto lines = Lines(out);
+  ASSERT_EQ(lines.size(), 2u) << out;
+  EXPECT_EQ(lines[0], hub.Ref("org/cli"));
+  EXPECT_EQ(lines[1], hub.server().url() + "/org/cli/commit/" + lines[0]);
+  auto tree = hub.Tree("org/cli", lines[0]);
+  tree.erase(".gitattributes");
+  std::map<std::string, std::string> want;
+  for (const char* p : {"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"})
+    want[p] = files[p];
+  EXPECT_EQ(tree, want);
+  EXPECT_EQ(err.find(pushtest::kToken), std::string::npos);
+
+  // --create-pr: a third line with the PR URL; refs/pr/1 holds the commit.
+  testing::WriteFileBytes(local.path() / "config.json", std::string("{\"hidden_size\": 32}\n"));
+  rc = testing::RunCommand(base + " --create-pr --include config.json", &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  lines = Lines(out);
+  ASSERT_EQ(lines.size(), 3u) << out;
+  EXPECT_EQ(lines[0], hub.Ref("org/cli", "refs/pr/1"));
+  EXPECT_EQ(lines[2], hub.server().url() + "/org/cli/discussions/1");
+  EXPECT_EQ(hub.Tree("org/cli", lines[0])["config.json"], "{\"hidden_size\": 32}\n");
+
+  // --delete with --path-in-repo, then a missing folder: exit 1 naming it.
+  rc = testing::RunCommand(base + " --include config.json --delete 'model-*.safetensors'", &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  lines = Lines(out);
+  ASSERT_GE(lines.size(), 1u);
+  tree = hub.Tree("org/cli", lines[0]);
+  EXPECT_EQ(tree.count("model-00001-of-00002.safetensors"), 0u);
+  EXPECT_EQ(tree["config.json"], "{\"hidden_size\": 32}\n");
+  rc = testing::RunCommand(testing::HubloadBin() + " --endpoint " + hub.server().url() + " --token x push " +
+                               local.str() + "/nope org/cli",
+                           &out, &err);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(err.find(local.str() + "/nope"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace hubload

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "safetensors/independent.h"
 #include "testing/util.h"
@@ -12,6 +13,14 @@ namespace {
 
 std::string Q(const std::string& s) { return "'" + s + "'"; }
 
+// $HUBLOAD_BIN when set, else the hubload_cli target's path baked in at build time.
+std::string Bin() {
+#ifdef HUBLOAD_CLI_PATH
+  if (!std::getenv("HUBLOAD_BIN")) return HUBLOAD_CLI_PATH;
+#endif
+  return HubloadBin();
+}
+
 TEST(HubloadInspect, JsonMatchesRawHeader) {
   auto root = SharedDataDir();
   if (root.empty()) GTEST_SKIP() << "shared data absent";
@@ -20,7 +29,7 @@ TEST(HubloadInspect, JsonMatchesRawHeader) {
                           "safetensors/huggingface__safetensors__overall.safetensors"}) {
     SCOPED_TRACE(rel);
     std::string out, err;
-    int rc = RunCommand(Q(HubloadBin()) + " inspect --json " + Q((root / rel).string()), &out, &err);
+    int rc = RunCommand(Q(Bin()) + " inspect --json " + Q((root / rel).string()), &out, &err);
     ASSERT_EQ(rc, 0) << err;
     auto j = nlohmann::json::parse(out, nullptr, false);
     ASSERT_TRUE(j.is_object()) << out;
@@ -38,7 +47,7 @@ TEST(HubloadInspect, TextListsTensors) {
   if (root.empty()) GTEST_SKIP() << "shared data absent";
   std::string out, err;
   auto p = root / "safetensors/huggingface__candle__jfk-codes.safetensors";
-  ASSERT_EQ(RunCommand(Q(HubloadBin()) + " inspect " + Q(p.string()), &out, &err), 0) << err;
+  ASSERT_EQ(RunCommand(Q(Bin()) + " inspect " + Q(p.string()), &out, &err), 0) << err;
   RawHeader raw = DecodeRaw(ReadFileBytes(p));
   ASSERT_EQ(raw.tensors.size(), 1u);
   const auto& [name, t] = *raw.tensors.begin();
@@ -51,7 +60,7 @@ TEST(HubloadInspect, IndexJson) {
   if (root.empty()) GTEST_SKIP() << "shared data absent";
   auto p = root / "index/SD3.5-Large-transformer/diffusion_pytorch_model.safetensors.index.json";
   std::string out, err;
-  ASSERT_EQ(RunCommand(Q(HubloadBin()) + " inspect --json " + Q(p.string()), &out, &err), 0) << err;
+  ASSERT_EQ(RunCommand(Q(Bin()) + " inspect --json " + Q(p.string()), &out, &err), 0) << err;
   auto j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << out;
   auto bytes = ReadFileBytes(p);
@@ -77,7 +86,7 @@ TEST(HubloadInspect, BadFileFailsWithOneLine) {
     auto p = tmp.path() / c.name;
     WriteFileBytes(p, c.bytes);
     std::string out, err;
-    int rc = RunCommand(Q(HubloadBin()) + " inspect " + Q(p.string()), &out, &err);
+    int rc = RunCommand(Q(Bin()) + " inspect " + Q(p.string()), &out, &err);
     EXPECT_GE(rc, 1);
     EXPECT_LE(rc, 127);
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;

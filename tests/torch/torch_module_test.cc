@@ -105,7 +105,9 @@ TEST(ModuleRoundTrip, TransformerBlockShardedAssignAndCopyBitIdentical) {
     torch::NoGradGuard ng;
     auto got = fresh->forward(ids);
     EXPECT_TRUE(torch::equal(got, want));  // bit-identical
-    if (mode == ModuleLoadMode::kAssign) EXPECT_TRUE(fresh->fc1->weight.requires_grad());
+    if (mode == ModuleLoadMode::kAssign) {
+      EXPECT_TRUE(fresh->fc1->weight.requires_grad());
+    }
   }
   // The variant loads too (copy mode converts into the fp32 parameters).
   torch::manual_seed(3);
@@ -268,7 +270,7 @@ TEST(FieldFailures, B34_MismatchedShapesSingleAndSharded) {
       auto e = LoadIntoModule(root, dir.str() + "/" + layout, {}, {}, mo);
       ASSERT_FALSE(e.ok());
       EXPECT_EQ(e.status().reason(), "ShapeMismatch");
-      const std::string& msg = e.status().message();
+      const std::string msg = e.status().message();
       EXPECT_NE(msg.find("head.weight"), std::string::npos) << msg;
       EXPECT_NE(msg.find("[12,16]"), std::string::npos) << msg;
       EXPECT_NE(msg.find("[10,16]"), std::string::npos) << msg;
