@@ -110,7 +110,10 @@ Result<std::unique_ptr<BlobWriter>> BlobWriter::OpenPaths(std::string partial_pa
   return w;
 }
 
-BlobWriter::~BlobWriter() = default;
+BlobWriter::~BlobWriter() {
+  // Keep what was received (it is a correct prefix) so a later run can resume.
+  if (impl_ && impl_->fd >= 0 && !impl_->buf.empty()) (void)impl_->Flush(partial_path_);
+}
 
 Status BlobWriter::Append(const char* data, size_t n) {
   Impl& im = *impl_;

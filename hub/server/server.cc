@@ -262,14 +262,23 @@ struct Server::Impl {
   }
 
   // ---- logging / stats ----
+  void CountStats(const Request& r, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    stats.requests++;
+    stats.body_bytes_sent += bytes;
+    stats.requests_per_path[r.path]++;
+    stats.body_bytes_per_path[r.path] += bytes;
+  }
+  void UncountBytes(const Request& r, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    stats.body_bytes_sent -= std::min(bytes, stats.body_bytes_sent);
+    stats.body_bytes_per_path[r.path] -= std::min(bytes, stats.body_bytes_per_path[r.path]);
+  }
   void Record(const Request& r, int status, uint64_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(stats_mu);
-      stats.requests++;
-      stats.body_bytes_sent += bytes;
-      stats.requests_per_path[r.path]++;
-      stats.body_bytes_per_path[r.path] += bytes;
-    }
+    CountStats(r, bytes);
+    Log(r, status, bytes);
+  }
+  void Log(const Request& r, int status, uint64_t bytes) {
     if (log) {
       json j{{"time", NowIso8601()}, {"method", r.method}, {"path", r.path}, {"status", status}, {"bytes", bytes}};
       std::string range = r.Header(http::field::range);
@@ -617,9 +626,9 @@ void Server::Impl::Serve(tcp::socket& sock, bool cdn) {
       }
     }
     if (!keep_alive) resp.close = true;
-    uint64_t sent = 0;
-    bool ok = WriteResponse(sock, r, resp, head, &sent);
-    Record(r, resp.status, sent);
+    // Fault replacements due after this request are committed before its
+    // answer goes out (the answer already refers to the old, immutable blob),
+    // so the client's next request sees the new content.
     for (auto& rep : faults->TakeDueReplacements(r.path)) {
       CommitOptions co;
       co.repo_type = rep.repo_type;
@@ -630,6 +639,14 @@ void Server::Impl::Serve(tcp::socket& sock, bool cdn) {
       auto c = ReplaceFile(opt.root, rep.repo_id, rep.path_in_repo, rep.new_content, co);
       if (!c.ok()) spdlog::warn("hubload serve: fault replacement failed: {}", c.status().ToString());
     }
+    // Counters are updated before the answer is written so that a client that
+    // has read the answer sees them; a short write corrects them afterwards.
+    uint64_t planned = (head || resp.status == 304) ? 0 : resp.BodySize();
+    CountStats(r, planned);
+    uint64_t sent = 0;
+    bool ok = WriteResponse(sock, r, resp, head, &sent);
+    if (sent < planned) UncountBytes(r, planned - sent);
+    Log(r, resp.status, sent);
     if (!ok) return;
   }
 }
@@ -932,10 +949,10 @@ Response Server::Impl::Tree(Request& r, const std::string& type, const std::stri
   }
   bool expand = r.QueryBool("expand");
   size_t page = static_cast<size_t>(std::max(1, opt.tree_page_size));
-  std::string limit_s = r.Query("limit");
+  std::string limit_s = r.Query("limit");  // overrides the page size, at most 10000
   if (!limit_s.empty() && limit_s.size() < 7 && std::all_of(limit_s.begin(), limit_s.end(), ::isdigit) &&
       std::stoul(limit_s) > 0)
-    page = std::min<size_t>(page, std::stoul(limit_s));
+    page = std::min<size_t>(10000, std::stoul(limit_s));
   size_t cursor = 0;
   std::string cursor_s = r.Query("cursor");
   if (!cursor_s.empty()) {

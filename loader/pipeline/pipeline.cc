@@ -256,29 +256,35 @@ Result<PretrainedInfo> Run(const HubClient& client, const PretrainedRequest& req
     const auto ts = Clock::now();
     info.load_order.push_back(item->file);
     Status st = [&]() -> Status {
-      auto opened = safetensors::SafetensorsFile::Open(item->local_path);
-      if (!opened.ok()) return opened.status();
-      const safetensors::SafetensorsFile& file = *opened;
-      if (plan.sharded) {
-        HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(plan.index, Basename(item->file), file.header()));
-      } else if (extra) {
-        extra->alias_metadata = file.header().metadata;
+      try {
+        auto opened = safetensors::SafetensorsFile::Open(item->local_path);
+        if (!opened.ok()) return opened.status();
+        const safetensors::SafetensorsFile& file = *opened;
+        if (plan.sharded) {
+          HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(plan.index, Basename(item->file), file.header()));
+        } else if (extra) {
+          extra->alias_metadata = file.header().metadata;
+        }
+        uint64_t n = 0;
+        HUBLOAD_RETURN_IF_ERROR(ForEachTensor(file, req.load, [&](const std::string& name, at::Tensor t) -> Status {
+          if (cancel.load()) return Status(Code::kCancelled, "load of " + req.repo_id + " cancelled", "Cancelled");
+          if (!first_tensor) first_tensor = Clock::now();
+          ++n;
+          return sinks.on_tensor ? sinks.on_tensor(name, std::move(t)) : Status::Ok();
+        }));
+        info.num_tensors += n;
+        if (sinks.on_shard) HUBLOAD_RETURN_IF_ERROR(sinks.on_shard(item->file, n));
+        return Status::Ok();
+      } catch (const std::exception& e) {  // a throwing sink must not leave the producer running
+        return Status(Code::kInternal, std::string("exception while loading: ") + e.what(), "Exception");
       }
-      uint64_t n = 0;
-      HUBLOAD_RETURN_IF_ERROR(ForEachTensor(file, req.load, [&](const std::string& name, at::Tensor t) -> Status {
-        if (cancel.load()) return Status(Code::kCancelled, "load of " + req.repo_id + " cancelled", "Cancelled");
-        if (!first_tensor) first_tensor = Clock::now();
-        ++n;
-        return sinks.on_tensor ? sinks.on_tensor(name, std::move(t)) : Status::Ok();
-      }));
-      info.num_tensors += n;
-      if (sinks.on_shard) HUBLOAD_RETURN_IF_ERROR(sinks.on_shard(item->file, n));
-      return Status::Ok();
     }();  // the shard's mapping is released here unless zero-copy tensors hold it
     load_s += Seconds(ts, Clock::now());
     if (!st.ok()) {
       std::string where = info.source == "hub" ? req.repo_id + "@" + req.revision + " " + item->file : item->file;
-      loader_status = WithContext(st.WithPrefix(where), req.repo_id, info.revision, item->file);
+      loader_status = st.WithPrefix(where);
+      loader_status.mutable_context().file = item->file;  // the repo path, not the snapshot path
+      loader_status = WithContext(loader_status, req.repo_id, info.revision, item->file);
       cancel = true;
       queue.Cancel();
       break;

@@ -2,6 +2,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+#include <vector>
 
 #include "hubload/safetensors.h"
 #include "loader/safetensors/internal.h"
@@ -91,9 +94,11 @@ size_t FindInvalidUtf8(const uint8_t* p, size_t n) {
   return std::string_view::npos;
 }
 
-bool JsonDepthWithin(std::string_view text, int max_depth) {
+bool JsonDepthWithin(std::string_view text, int max_depth, size_t* top_level_keys) {
   int depth = 0;
   bool in_string = false;
+  char last = 0;  // last significant character outside strings
+  size_t keys = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (in_string) {
@@ -101,18 +106,81 @@ bool JsonDepthWithin(std::string_view text, int max_depth) {
         ++i;  // skip the escaped character
       } else if (c == '"') {
         in_string = false;
+        last = '"';
       }
       continue;
     }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
     if (c == '"') {
       in_string = true;
+      if (depth == 1 && (last == '{' || last == ',')) ++keys;
     } else if (c == '[' || c == '{') {
       if (++depth > max_depth) return false;
     } else if (c == ']' || c == '}') {
       --depth;
     }
+    last = c;
   }
+  if (top_level_keys) *top_level_keys = keys;
   return true;
+}
+
+namespace {
+// SAX handler that only watches member names (nlohmann::json_sax interface).
+class DupKeySax : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  DupKeySax(std::string_view child, std::string* top, std::string* in_child)
+      : child_(child), top_(top), in_child_(in_child) {}
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    stack_.push_back(true);
+    if (stack_.size() == 2 && in_target_) target_object_ = true;
+    return true;
+  }
+  bool end_object() override { return Pop(); }
+  bool start_array(std::size_t) override {
+    stack_.push_back(false);
+    return true;
+  }
+  bool end_array() override { return Pop(); }
+  bool key(string_t& k) override {
+    if (stack_.size() == 1) {
+      in_target_ = !child_.empty() && k == child_;
+      if (!top_seen_.insert(k).second && top_->empty()) *top_ = k;
+    } else if (stack_.size() == 2 && target_object_) {
+      if (!child_seen_.insert(k).second && in_child_->empty()) *in_child_ = k;
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool Pop() {
+    if (!stack_.empty()) stack_.pop_back();
+    if (stack_.size() == 1) target_object_ = false;
+    return true;
+  }
+  std::string_view child_;
+  std::string* top_;
+  std::string* in_child_;
+  std::vector<bool> stack_;
+  bool in_target_ = false, target_object_ = false;
+  std::unordered_set<std::string> top_seen_, child_seen_;
+};
+}  // namespace
+
+bool FindDuplicateKeys(std::string_view text, std::string_view child, std::string* top, std::string* in_child) {
+  top->clear();
+  in_child->clear();
+  DupKeySax sax(child, top, in_child);
+  return nlohmann::json::sax_parse(text.begin(), text.end(), &sax, nlohmann::json::input_format_t::json,
+                                   /*strict=*/true);
 }
 
 std::string Quote(std::string_view s) {

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <unordered_set>
 
 #include "hubload/safetensors.h"
 #include "loader/safetensors/internal.h"
@@ -134,24 +133,14 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
   std::string_view sv(reinterpret_cast<const char*>(text), text_len);
 
   // Rule 6: JSON object with well-typed entries. Bound nesting first.
-  if (!internal::JsonDepthWithin(sv, internal::kMaxJsonDepth)) {
+  size_t written_keys = 0;
+  if (!internal::JsonDepthWithin(sv, internal::kMaxJsonDepth, &written_keys)) {
     return FormatError("InvalidHeaderJson", file_label, {},
                        "header JSON nests deeper than " + std::to_string(internal::kMaxJsonDepth) + " levels");
   }
-  std::string dup_key;
-  bool have_dup = false;
-  std::unordered_set<std::string> seen;
-  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      const auto& k = parsed.get_ref<const std::string&>();
-      if (!seen.insert(k).second && !have_dup) {
-        have_dup = true;
-        dup_key = k;
-      }
-    }
-    return true;
-  };
-  json j = json::parse(sv.begin(), sv.end(), cb, /*allow_exceptions=*/false);
+  // Plain DOM parse (nlohmann's callback parser is quadratic in the number of
+  // members of the top-level object); duplicates are found by counting names.
+  json j = json::parse(sv.begin(), sv.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return FormatError("InvalidHeaderJson", file_label, {}, "header is not valid JSON");
   }
@@ -211,7 +200,9 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
     t.dtype = *dt;
     h.tensors.push_back(std::move(t));
   }
-  if (have_dup) {
+  if (written_keys != j.size()) {
+    std::string dup_key, unused;
+    internal::FindDuplicateKeys(sv, {}, &dup_key, &unused);
     return FormatError("DuplicateTensor", file_label, dup_key, "name appears more than once in the header");
   }
 

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <unordered_set>
 
 #include "hubload/safetensors.h"
 #include "loader/safetensors/internal.h"
@@ -40,20 +39,9 @@ Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label
     return FormatError("InvalidIndexJson", file_label, {},
                        "index JSON nests deeper than " + std::to_string(internal::kMaxJsonDepth) + " levels");
   }
-  std::string top_key, dup_top, dup_tensor;
-  std::unordered_set<std::string> top_seen, wm_seen;
-  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (ev != json::parse_event_t::key || !parsed.is_string()) return true;
-    const auto& k = parsed.get_ref<const std::string&>();
-    if (depth == 1) {
-      top_key = k;
-      if (!top_seen.insert(k).second && dup_top.empty()) dup_top = k;
-    } else if (depth == 2 && top_key == "weight_map") {
-      if (!wm_seen.insert(k).second && dup_tensor.empty()) dup_tensor = k;
-    }
-    return true;
-  };
-  json j = json::parse(json_text.begin(), json_text.end(), cb, /*allow_exceptions=*/false);
+  json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  std::string dup_top, dup_tensor;
+  if (!j.is_discarded()) internal::FindDuplicateKeys(json_text, "weight_map", &dup_top, &dup_tensor);
   if (j.is_discarded()) return FormatError("InvalidIndexJson", file_label, {}, "index is not valid JSON");
   if (!j.is_object()) {
     return FormatError("InvalidIndexJson", file_label, {},

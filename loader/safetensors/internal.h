@@ -23,8 +23,17 @@ inline bool IsValidUtf8(std::string_view s) {
 inline constexpr int kMaxJsonDepth = 64;
 
 /// True when the bracket nesting of JSON `text` (outside string literals)
-/// never exceeds `max_depth`.
-bool JsonDepthWithin(std::string_view text, int max_depth);
+/// never exceeds `max_depth`. When `top_level_keys` is given, it receives the
+/// number of member names of the top-level object as written in the text
+/// (meaningful only for text that then parses as a JSON object): comparing it
+/// with the parsed object's size reveals duplicate names in one linear scan.
+bool JsonDepthWithin(std::string_view text, int max_depth, size_t* top_level_keys = nullptr);
+
+/// Finds the first duplicate member name of the top-level object of `text`
+/// (returned in *top), and, if `child` is non-empty, the first duplicate name
+/// inside the top-level member called `child` (in *in_child). Uses nlohmann's
+/// SAX interface (linear). Returns false when `text` is not valid JSON.
+bool FindDuplicateKeys(std::string_view text, std::string_view child, std::string* top, std::string* in_child);
 
 /// `"name"` with JSON-ish quoting for messages (control bytes escaped, long names cut).
 std::string Quote(std::string_view s);

@@ -1,0 +1,33 @@
+// Helper process for multi-process tests: downloads one file into a cache.
+//   hub_child ENDPOINT CACHE_DIR REPO_ID FILE [RLIMIT_FSIZE_BYTES]
+// Exit: 0 ok (prints the local path), 3 DiskFull, 1 other error (message on stderr).
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "hubload/hub.h"
+
+int main(int argc, char** argv) {
+  if (argc < 5) return 2;
+  if (argc > 5) {
+    signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead of killing us
+    rlim_t lim = std::strtoull(argv[5], nullptr, 10);
+    struct rlimit rl = {lim, lim};
+    setrlimit(RLIMIT_FSIZE, &rl);
+  }
+  hubload::ClientOptions o;
+  o.config.endpoint = argv[1];
+  o.config.cache_dir = argv[2];
+  o.config.token = "";
+  o.retry.initial_backoff_s = 0.01;
+  o.retry.max_backoff_s = 0.05;
+  auto p = hubload::HubClient(o).Download({argv[3], argv[4]});
+  if (!p.ok()) {
+    std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
+    return p.status().code() == hubload::Code::kDiskFull ? 3 : 1;
+  }
+  std::printf("%s\n", p->c_str());
+  return 0;
+}
