@@ -41,6 +41,7 @@ class RetryingTransport : public HttpTransport {
   Result<HttpResponse> Send(const HttpRequest& req, BodySink* sink) override {
     auto start = std::chrono::steady_clock::now();
     double backoff = p_.initial_backoff_s;
+    double hooked_sleep = 0;  // time "slept" through a test hook (not on the clock)
     thread_local std::mt19937_64 rng{std::random_device{}()};
     for (int attempt = 0;; ++attempt) {
       std::optional<TrackingSink> tracking;
@@ -62,9 +63,13 @@ class RetryingTransport : public HttpTransport {
         std::uniform_real_distribution<double> d(0, p_.jitter_fraction * backoff);
         sleep += d(rng);
       }
-      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() + hooked_sleep;
       if (elapsed + sleep > p_.max_total_s) return r;
-      if (p_.sleep) p_.sleep(sleep);
+      if (p_.sleep) {
+        p_.sleep(sleep);
+        hooked_sleep += sleep;
+      }
       else std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
       backoff = std::min(backoff * 2, p_.max_backoff_s);
     }

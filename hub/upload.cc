@@ -485,6 +485,7 @@ Status Put(Session& s, const PutTask& t) {
   req.method = "PUT";
   req.url = t.part == 0 ? t.obj->upload_href : t.obj->part_urls[static_cast<size_t>(t.part - 1)];
   req.body_file = FileBody{t.obj->local, t.offset, t.length};
+  const std::string url = req.url;
   auto r = s.Send(std::move(req), /*auth=*/false, /*retry=*/true);
   ErrorContext ctx = s.Ctx(t.obj->path);
   if (!r.ok()) {
@@ -493,7 +494,7 @@ Status Put(Session& s, const PutTask& t) {
     return st.WithPrefix("uploading " + PartLabel(*t.obj, t.part) + " failed; no commit was made");
   }
   if (r->status < 200 || r->status >= 300) {
-    ctx.url = RedactUrl(r->effective_url.empty() ? req.url : r->effective_url);
+    ctx.url = RedactUrl(r->effective_url.empty() ? url : r->effective_url);
     return StatusFromHttp(r->status, r->headers, r->body, ctx)
         .WithPrefix("uploading " + PartLabel(*t.obj, t.part) + " failed; no commit was made");
   }

@@ -192,16 +192,21 @@ struct Server::Impl {
           ++active;
           conn_fds[fd]++;
         }
-        std::thread([this, s, cdn, fd]() {
+        std::thread([this, s, cdn, fd]() mutable {
           Serve(*s, cdn);
           beast::error_code ignored;
           std::lock_guard<std::mutex> lock(conn_mu);
           s->shutdown(tcp::socket::shutdown_both, ignored);
           s->close(ignored);
+          s.reset();  // before Stop() may return and destroy the io_context
           if (--conn_fds[fd] <= 0) conn_fds.erase(fd);
           --active;
           conn_cv.notify_all();
         }).detach();
+      } else if (ec == asio::error::operation_aborted) {
+        return;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. EMFILE: do not spin
       }
       Accept(acc, cdn);
     });
@@ -212,14 +217,15 @@ struct Server::Impl {
     if (stopped) return;
     stopped = true;
     stopping = true;
-    asio::post(ioc, [this]() {
-      beast::error_code ec;
-      if (hub_acc) hub_acc->close(ec);
-      if (cdn_acc) cdn_acc->close(ec);
-    });
     ioc.stop();
     for (auto& t : io_threads)
       if (t.joinable()) t.join();
+    {
+      // No io thread runs any more: the acceptors can be closed here.
+      beast::error_code ec;
+      if (hub_acc) hub_acc->close(ec);
+      if (cdn_acc) cdn_acc->close(ec);
+    }
     std::unique_lock<std::mutex> lock(conn_mu);
     for (auto& [fd, n] : conn_fds) ::shutdown(fd, SHUT_RDWR);
     conn_cv.wait(lock, [this] { return active == 0; });
@@ -455,7 +461,6 @@ Response Server::Impl::ServeFile(const Request& r, Response resp, const fs::path
 bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& resp, bool head, uint64_t* sent) {
   *sent = 0;
   bool strip = faults->strip_content_length();
-  std::optional<uint64_t> drop_after = faults->TakeDrop(r.path);
   http::response<http::empty_body> res;
   res.version(11);
   res.result(static_cast<unsigned>(resp.status));
@@ -473,6 +478,7 @@ bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& 
   http::write_header(sock, sr, ec);
   if (ec) return false;
   if (head || bodyless_status) return !(strip || resp.close);
+  std::optional<uint64_t> drop_after = faults->TakeDrop(r.path);  // only responses with a body count
 
   uint64_t cap = faults->bandwidth_bytes_per_s();
   size_t chunk = cap ? static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(64 * 1024, cap / 20)))

@@ -67,8 +67,11 @@ class Faults {
   /// when retry_after_s >= 0 the answer carries `Retry-After: retry_after_s`.
   void SetStatusForNext(std::string path_substring, int status, int count, int retry_after_s = -1);
 
-  /// For the next `count` responses to matching paths, closes the connection
-  /// abruptly after `after_bytes` bytes of the body (headers are sent whole).
+  /// For the next `count` responses with a body (HEAD and 304 answers do not
+  /// count) to matching paths, closes the connection abruptly after
+  /// `after_bytes` bytes of the body (headers are sent whole). An LFS file's
+  /// body comes from the CDN listener, whose paths are
+  /// "/<repo folder>/<blob>", e.g. match "models--org--name".
   void SetDropAfterBytes(std::string path_substring, uint64_t after_bytes, int count);
 
   /// Sleeps `ms` milliseconds before answering every request (0 = off).

@@ -103,7 +103,8 @@ struct UploadCallbacks {
   /// Called from worker threads (serialised by a mutex), at most about 10
   /// times a second per phase plus once at each phase's end.
   std::function<void(const UploadProgress&)> on_progress;
-  /// Polled between blocks and parts; true cancels (Code::kCancelled, no commit).
+  /// Polled between blocks and parts, possibly from several worker threads
+  /// at once (must be thread-safe); true cancels (Code::kCancelled, no commit).
   std::function<bool()> cancelled;
 };
 
@@ -111,8 +112,9 @@ struct UploadCallbacks {
 struct UploadFolderRequest {
   std::string repo_id;                 // "org/name" (or legacy "name")
   RepoType repo_type = RepoType::kModel;
-  /// Local folder; every regular file below it (symlinks followed) is a
-  /// candidate, named by its '/'-separated path relative to the folder.
+  /// Local folder; every regular file below it (symlinks to files followed,
+  /// symlinked folders not entered) is a candidate, named by its
+  /// '/'-separated path relative to the folder.
   std::string folder;
   /// Prefix in the repo ("" = repo root); leading/trailing '/' removed.
   std::string path_in_repo;

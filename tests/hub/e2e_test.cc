@@ -6,6 +6,7 @@
 #include <openssl/sha.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -70,15 +71,36 @@ hubload::ClientOptions Opts(const TestHub& hub, const std::string& cache) {
   return o;
 }
 
+hubload::FileRequest Req(const std::string& repo, const std::string& file, const std::string& rev = "main") {
+  hubload::FileRequest r;
+  r.repo_id = repo;
+  r.filename = file;
+  r.revision = rev;
+  return r;
+}
+
 hubload::server::CreateRepoOptions SmallLfs() {
   hubload::server::CreateRepoOptions o;
   o.lfs_threshold_bytes = 1024;  // files ≥ 1 KiB are LFS (sha256 etag, CDN redirect)
   return o;
 }
 
+// The server counts a request after its last byte is written, which can be
+// after the client has returned: let in-flight bookkeeping finish before
+// reading or resetting the counters (not a timing assertion).
+void Settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+hubload::server::ServerStats Stats(const hubload::testing::TestHub& hub) {
+  Settle();
+  return hub.server->stats();
+}
+uint64_t Count(const hubload::testing::TestHub& hub, const std::string& needle) {
+  Settle();
+  return hub.server->RequestCount(needle);
+}
+
 uint64_t BytesFor(const TestHub& hub, const std::string& needle) {
   uint64_t n = 0;
-  for (auto& [p, b] : hub.server->stats().body_bytes_per_path)
+  for (auto& [p, b] : Stats(hub).body_bytes_per_path)
     if (p.find(needle) != std::string::npos) n += b;
   return n;
 }
@@ -118,14 +140,14 @@ TEST(HubDownload, SingleFileLandsInHfLayoutWithVerifiedBlobNames) {
   std::string commit = hub->AddRepo("org/m", {{"config.json", cfg}, {"sub/model.safetensors", weights}}, SmallLfs());
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
-  auto p = client.Download({"org/m", "config.json"});
+  auto p = client.Download(Req("org/m", "config.json"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   fs::path repo = cache.path() / "models--org--m";
   EXPECT_EQ(*p, (repo / "snapshots" / commit / "config.json").string());
   EXPECT_EQ(ReadAll(*p), cfg);
   EXPECT_EQ(fs::read_symlink(*p).string(), "../../blobs/" + GitSha1(cfg));  // regular file: git blob sha1
   EXPECT_EQ(ReadAll(repo / "refs" / "main"), commit);
-  auto w = client.Download({"org/m", "sub/model.safetensors"});
+  auto w = client.Download(Req("org/m", "sub/model.safetensors"));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(fs::read_symlink(*w).string(), "../../../blobs/" + Sha256(weights));  // LFS: sha256
   EXPECT_EQ(Sha256(ReadAll(*w)), Sha256(weights));
@@ -139,22 +161,23 @@ TEST(HubDownload, PinnedCommitAndOfflineMakeZeroRequests) {
   std::string commit = hub->AddRepo("org/m", {{"a.txt", "alpha"}, {"b.txt", "beta"}});
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
-  ASSERT_TRUE(client.Download({"org/m", "a.txt"}).ok());
+  ASSERT_TRUE(client.Download(Req("org/m", "a.txt")).ok());
+  Settle();
   hub->server->ResetStats();
-  auto pinned = client.Download({"org/m", "a.txt", commit});
+  auto pinned = client.Download(Req("org/m", "a.txt", commit));
   ASSERT_TRUE(pinned.ok());
   EXPECT_EQ(ReadAll(*pinned), "alpha");
   auto opts = Opts(*hub, cache.str());
   opts.config.offline = true;
   hubload::HubClient offline(opts);
-  auto off = offline.Download({"org/m", "a.txt"});
+  auto off = offline.Download(Req("org/m", "a.txt"));
   ASSERT_TRUE(off.ok()) << off.status().ToString();
   EXPECT_EQ(ReadAll(*off), "alpha");
-  auto miss = offline.Download({"org/m", "b.txt"});
+  auto miss = offline.Download(Req("org/m", "b.txt"));
   EXPECT_EQ(miss.status().code(), Code::kOfflineMiss);
   EXPECT_NE(miss.status().message().find(cache.str()), std::string::npos);
   EXPECT_EQ(offline.ResolveCommit("org/m", "main").value(), commit);
-  EXPECT_EQ(hub->server->stats().requests, 0u);
+  EXPECT_EQ(Stats(*hub).requests, 0u);
 }
 
 TEST(HubDownload, OfflineServesRefWithTrailingNewlineAndNoServer) {
@@ -172,14 +195,14 @@ TEST(HubDownload, OfflineServesRefWithTrailingNewlineAndNoServer) {
   o.config.endpoint = "http://127.0.0.1:9";  // discard port: nothing listens
   o.config.cache_dir = cache.str();
   o.config.offline = true;
-  auto p = hubload::HubClient(o).Download({"org/m", "config.json"});
+  auto p = hubload::HubClient(o).Download(Req("org/m", "config.json"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(ReadAll(*p), "{}");
   // Online with the port closed: bounded retries, then the cached copy.
   o.config.offline = false;
   o.retry.initial_backoff_s = 0.01;
   o.retry.max_total_s = 1;
-  auto q = hubload::HubClient(o).Download({"org/m", "config.json"});
+  auto q = hubload::HubClient(o).Download(Req("org/m", "config.json"));
   ASSERT_TRUE(q.ok()) << q.status().ToString();
 }
 
@@ -190,17 +213,18 @@ TEST(HubDownload, BranchRevalidationReusesBlobAndChangedEtagKeepsOldSnapshot) {
   std::string c1 = hub->AddRepo("org/m", {{"w.bin", v1}}, SmallLfs());
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
-  ASSERT_TRUE(client.Download({"org/m", "w.bin"}).ok());
+  ASSERT_TRUE(client.Download(Req("org/m", "w.bin")).ok());
+  Settle();
   hub->server->ResetStats();
-  auto again = client.Download({"org/m", "w.bin"});
+  auto again = client.Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(hub->server->stats().requests, 1u);        // one metadata request
-  EXPECT_EQ(hub->server->stats().body_bytes_sent, 0u);  // no body bytes
+  EXPECT_EQ(Stats(*hub).requests, 1u);        // one metadata request
+  EXPECT_EQ(Stats(*hub).body_bytes_sent, 0u);  // no body bytes
   hubload::server::CommitOptions co;
   co.lfs_threshold_bytes = 1024;
   std::string c2 = hub->Replace("org/m", "w.bin", v2, co);
   ASSERT_NE(c1, c2);
-  auto p2 = client.Download({"org/m", "w.bin"});
+  auto p2 = client.Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(p2.ok());
   EXPECT_NE(p2->find(c2), std::string::npos);
   EXPECT_EQ(ReadAll(*p2), v2);
@@ -214,17 +238,17 @@ TEST(HubDownload, ErrorsAreTypedWithContext) {
   std::string commit = hub->AddRepo("org/m", {{"a.txt", "x"}});
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
-  auto e = client.Download({"org/m", "missing.txt"});
+  auto e = client.Download(Req("org/m", "missing.txt"));
   EXPECT_EQ(e.status().code(), Code::kEntryNotFound);
   EXPECT_EQ(e.status().context().repo_id, "org/m");
   EXPECT_EQ(e.status().context().file, "missing.txt");
   EXPECT_EQ(e.status().context().http_status, 404);
   // .no_exist marker written from X-Repo-Commit, as huggingface_hub.
   EXPECT_TRUE(fs::exists(cache.path() / "models--org--m/.no_exist" / commit / "missing.txt"));
-  EXPECT_EQ(client.Download({"org/m", "a.txt", "nobranch"}).status().code(), Code::kRevisionNotFound);
-  EXPECT_EQ(client.Download({"org/none", "a.txt"}).status().code(), Code::kRepoNotFound);
+  EXPECT_EQ(client.Download(Req("org/m", "a.txt", "nobranch")).status().code(), Code::kRevisionNotFound);
+  EXPECT_EQ(client.Download(Req("org/none", "a.txt")).status().code(), Code::kRepoNotFound);
   EXPECT_EQ(client.ResolveCommit("org/m", "nobranch").status().code(), Code::kRevisionNotFound);
-  EXPECT_EQ(client.Download({"org/m", "../x"}).status().reason(), "UnsafePath");
+  EXPECT_EQ(client.Download(Req("org/m", "../x")).status().reason(), "UnsafePath");
 }
 
 TEST(HubSnapshot, PatternsSubfoldersAndCallbacks) {
@@ -264,6 +288,7 @@ TEST(HubSnapshot, PatternsSubfoldersAndCallbacks) {
   EXPECT_EQ(last_total, 2u + 1 + 4096);
   EXPECT_EQ(last_done, last_total);
   // Offline, everything selected is present → same folder, zero requests.
+  Settle();
   hub->server->ResetStats();
   auto o = Opts(*hub, cache.str());
   o.config.offline = true;
@@ -278,7 +303,7 @@ TEST(HubSnapshot, PatternsSubfoldersAndCallbacks) {
   EXPECT_EQ(inc.status().code(), Code::kOfflineMiss);
   EXPECT_EQ(inc.status().reason(), "IncompleteSnapshot");
   EXPECT_NE(inc.status().message().find("README.md"), std::string::npos);
-  EXPECT_EQ(hub->server->stats().requests, 0u);
+  EXPECT_EQ(Stats(*hub).requests, 0u);
 }
 
 TEST(HubSnapshot, TreePaginationListsEveryFile) {
@@ -298,15 +323,16 @@ TEST(HubSnapshot, TreePaginationListsEveryFile) {
   std::set<std::string> got;
   for (auto& f : l->files) got.insert(f.path);
   EXPECT_EQ(got.size(), 350u);
-  EXPECT_GE(hub->server->RequestCount("/tree/"), 4u);
+  EXPECT_GE(Count(*hub, "/tree/"), 4u);
   hubload::SnapshotRequest req;
   req.repo_id = "org/many";
   auto s = client.Snapshot(req);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   for (auto& [p, c] : files) ASSERT_EQ(ReadAll(fs::path(*s) / p), c) << p;
+  Settle();
   hub->server->ResetStats();
   ASSERT_TRUE(client.Snapshot(req).ok());
-  EXPECT_EQ(hub->server->RequestCount("/resolve/"), 0u);  // re-run: no file requests
+  EXPECT_EQ(Count(*hub, "/resolve/"), 0u);  // re-run: no file requests
 }
 
 TEST(HubDownload, SpecialNamesAndPrRevisionAreEncoded) {
@@ -326,7 +352,7 @@ TEST(HubDownload, SpecialNamesAndPrRevisionAreEncoded) {
   o.transport = rec;
   hubload::HubClient client(o);
   for (auto& [p, c] : files) {
-    auto r = client.Download({"org/m", p, "refs/pr/1"});
+    auto r = client.Download(Req("org/m", p, "refs/pr/1"));
     ASSERT_TRUE(r.ok()) << p << ": " << r.status().ToString();
     EXPECT_EQ(ReadAll(*r), c);
     EXPECT_EQ(*r, (cache.path() / "models--org--m/snapshots" / commit / p).string());
@@ -396,8 +422,9 @@ TEST(HubDownload, InterruptedDownloadNeverLeavesABlobAndResumes) {
   uint64_t kept = fs::file_size(repo / "blobs" / (sha + ".incomplete"));
   EXPECT_EQ(kept, 400000u);
   hub->faults().Clear();
+  Settle();
   hub->server->ResetStats();
-  auto p = client.Download({"org/m", "model.safetensors"});
+  auto p = client.Download(Req("org/m", "model.safetensors"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(Sha256(ReadAll(*p)), sha);
   EXPECT_EQ(BytesFor(*hub, sha), data.size() - kept);  // only the missing bytes
@@ -412,7 +439,7 @@ TEST(HubDownload, WrongSizedBlobIsRefetched) {
   TempDir cache;
   fs::create_directories(cache.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / Sha256(data), data.substr(0, 999));
-  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download({"org/m", "w.bin"});
+  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(ReadAll(*p), data);
 }
@@ -429,7 +456,7 @@ TEST(HubDownload, PartialOfUnknownProvenanceNeverMixesBytes) {
   fs::create_directories(cache.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (e2 + ".incomplete"),
                                    std::string(1 << 20, '\xAA'));
-  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download({"org/m", "w.bin"});
+  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   std::string got = ReadAll(*p);
   EXPECT_EQ(got.size(), v2.size());
@@ -450,7 +477,7 @@ TEST(HubDownload, EtagChangeStartsANewPartial) {
   fs::create_directories(cache.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (Sha256(v1) + ".incomplete"),
                                    v1.substr(0, 1 << 20));
-  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download({"org/m", "w.bin"});
+  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(ReadAll(*p), v2);
 }
@@ -467,14 +494,14 @@ TEST(HubDownload, CompletePartialIsPromotedWithoutRangedGet) {
   fs::create_directories(blobs);
   hubload::testing::WriteFileBytes(blobs / (sha + ".incomplete"), data);
   hubload::HubClient client(Opts(*hub, cache.str()));
-  auto p = client.Download({"org/m", "w.bin"});
+  auto p = client.Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(ReadAll(*p), data);
   EXPECT_EQ(BytesFor(*hub, sha), 0u);
   TempDir cache2;
   fs::create_directories(cache2.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(cache2.path() / "models--org--m/blobs" / (sha + ".incomplete"), data + "123456");
-  auto q = hubload::HubClient(Opts(*hub, cache2.str())).Download({"org/m", "w.bin"});
+  auto q = hubload::HubClient(Opts(*hub, cache2.str())).Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(ReadAll(*q), data);
 }
@@ -490,7 +517,7 @@ TEST(HubDownload, ServerIgnoringRangeRestartsWithoutDuplicatingBytes) {
   TempDir cache;
   fs::create_directories(cache.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (sha + ".incomplete"), data.substr(0, 1000));
-  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download({"org/m", "w.bin"});
+  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(ReadAll(*p), data);
   EXPECT_EQ(BytesFor(*hub, sha), data.size());
@@ -506,10 +533,10 @@ TEST(HubDownload, MissingContentLengthLearnsSizeFromBody) {
   hub->faults().SetStripContentLength(true);
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
-  auto p = client.Download({"org/m", "w.bin"});
+  auto p = client.Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(Sha256(ReadAll(*p)), Sha256(data));
-  auto t = client.Download({"org/m", "t.txt"});
+  auto t = client.Download(Req("org/m", "t.txt"));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(ReadAll(*t), small);
 }
@@ -520,13 +547,13 @@ TEST(HubDownload, TransientErrorsAreRetried) {
   hub->AddRepo("org/m", {{"a.txt", "retry me"}});
   hub->faults().SetStatusForNext("a.txt", 503, 2, 0);
   TempDir cache;
-  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download({"org/m", "a.txt"});
+  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "a.txt"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(ReadAll(*p), "retry me");
   hub->faults().SetStatusForNext("b.txt", 429, 100, 0);
   auto o = Opts(*hub, cache.str());
   o.retry.max_retries = 2;
-  auto q = hubload::HubClient(o).Download({"org/m", "b.txt"});
+  auto q = hubload::HubClient(o).Download(Req("org/m", "b.txt"));
   EXPECT_EQ(q.status().code(), Code::kRateLimited);
 }
 
@@ -540,7 +567,7 @@ TEST(HubDownload, MetadataTimeoutIsApplied) {
   auto o = Opts(*hub, cache.str());
   o.metadata_timeout_s = 1;
   o.retry.max_retries = 0;
-  auto p = hubload::HubClient(o).Download({"org/m", "a.txt"});
+  auto p = hubload::HubClient(o).Download(Req("org/m", "a.txt"));
   EXPECT_EQ(p.status().code(), Code::kNetwork);
   hub->faults().SetLatencyMs(0);
 }
@@ -559,7 +586,7 @@ TEST(HubDownload, TokenNeverAppearsInErrorsOrCache) {
   o.config.token = "hf_TESTSECRET123456789";
   hubload::HubClient client(o);
   std::vector<hubload::Status> errors;
-  errors.push_back(client.Download({"org/private", "a.txt"}).status());
+  errors.push_back(client.Download(Req("org/private", "a.txt")).status());
   errors.push_back(client.ResolveCommit("org/private", "main").status());
   hubload::SnapshotRequest sr;
   sr.repo_id = "org/private";
@@ -576,7 +603,7 @@ TEST(HubDownload, TokenNeverAppearsInErrorsOrCache) {
   }
   // With the right token the private repo downloads.
   o.config.token = "hf_GOODTOKEN";
-  auto ok = hubload::HubClient(o).Download({"org/private", "a.txt"});
+  auto ok = hubload::HubClient(o).Download(Req("org/private", "a.txt"));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ReadAll(*ok), "secret");
 }
@@ -604,7 +631,7 @@ TEST(HubDownload, StaleRevisionAnswerIsCorrectedByResolve) {
   EXPECT_EQ(ReadAll(cache.path() / "models--org--m/refs/main"), b);
   EXPECT_EQ(ReadAll(cache.path() / "models--org--m/snapshots" / b / "config.json"), "{\"v\":2}");
   o.config.offline = true;
-  auto off = hubload::HubClient(o).Download({"org/m", "config.json"});
+  auto off = hubload::HubClient(o).Download(Req("org/m", "config.json"));
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(ReadAll(*off), "{\"v\":2}");
 }
@@ -663,7 +690,7 @@ TEST(HubDownload, ConcurrentClientsFetchEachBlobOnce) {
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i)
     ts.emplace_back([&] {
-      auto p = hubload::HubClient(Opts(*hub, cache.str())).Download({"org/m", "w.safetensors"});
+      auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.safetensors"));
       if (p.ok() && Sha256(ReadAll(*p)) == sha) ++ok;
     });
   for (auto& t : ts) t.join();
@@ -690,8 +717,10 @@ TEST(HubLocalDir, PlainFilesWithHuggingfaceHubMetadata) {
   EXPECT_EQ(meta.substr(0, 41), commit + "\n");
   EXPECT_EQ(meta.substr(41, 65), Sha256(data) + "\n");
   EXPECT_EQ(ReadAll(out.path() / ".cache/huggingface/.gitignore"), "*");
+  Settle();
   hub->server->ResetStats();
-  hubload::FileRequest fr{"org/m", "a/w.bin", commit, hubload::RepoType::kModel, out.str(), false};
+  hubload::FileRequest fr = Req("org/m", "a/w.bin", commit);
+  fr.local_dir = out.str();
   ASSERT_TRUE(client.Download(fr).ok());
-  EXPECT_EQ(hub->server->stats().requests, 0u);  // pinned commit + metadata: no request
+  EXPECT_EQ(Stats(*hub).requests, 0u);  // pinned commit + metadata: no request
 }

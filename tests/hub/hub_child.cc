@@ -23,7 +23,10 @@ int main(int argc, char** argv) {
   o.config.token = "";
   o.retry.initial_backoff_s = 0.01;
   o.retry.max_backoff_s = 0.05;
-  auto p = hubload::HubClient(o).Download({argv[3], argv[4]});
+  hubload::FileRequest req;
+  req.repo_id = argv[3];
+  req.filename = argv[4];
+  auto p = hubload::HubClient(o).Download(req);
   if (!p.ok()) {
     std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
     return p.status().code() == hubload::Code::kDiskFull ? 3 : 1;

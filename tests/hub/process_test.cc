@@ -59,9 +59,18 @@ std::string ReadAll(const fs::path& p) {
   return std::string(b.begin(), b.end());
 }
 
+// The server counts a request after its last byte is written, which can be
+// after the client has returned: let in-flight bookkeeping finish before
+// reading or resetting the counters (not a timing assertion).
+void Settle() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+hubload::server::ServerStats Stats(const hubload::testing::TestHub& hub) {
+  Settle();
+  return hub.server->stats();
+}
+
 uint64_t BytesFor(const hubload::testing::TestHub& hub, const std::string& needle) {
   uint64_t n = 0;
-  for (auto& [p, b] : hub.server->stats().body_bytes_per_path)
+  for (auto& [p, b] : Stats(hub).body_bytes_per_path)
     if (p.find(needle) != std::string::npos) n += b;
   return n;
 }
@@ -110,7 +119,9 @@ TEST(HubProcesses, SigkillAtRandomPointsThenRerunVerifies) {
     kill(pid, SIGKILL);
     Wait(pid, 10);
     // Never a blob under its final name unless it is complete and correct.
-    if (fs::exists(blobs / sha)) EXPECT_EQ(hubload::testing::Sha256Hex(ReadAll(blobs / sha).data(), data.size()), sha);
+    if (fs::exists(blobs / sha)) {
+      EXPECT_EQ(hubload::testing::Sha256Hex(ReadAll(blobs / sha).data(), data.size()), sha);
+    }
   }
   uint64_t partial = fs::exists(blobs / (sha + ".incomplete")) ? fs::file_size(blobs / (sha + ".incomplete")) : 0;
   sent_before_rerun = BytesFor(*hub, sha);

@@ -10,7 +10,8 @@
 namespace {
 
 struct Scripted {
-  int status = 200;  // 0 = network error
+  Scripted(int s = 200, std::string ra = "", std::string b = "") : status(s), retry_after(std::move(ra)), body(std::move(b)) {}
+  int status;  // 0 = network error
   std::string retry_after;
   std::string body;
 };

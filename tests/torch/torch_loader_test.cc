@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -576,6 +577,18 @@ TEST(LoadCheckpoint, PickleIsRefusedClearly) {
 namespace hubload {
 namespace {
 
+// $HUBLOAD_BIN, else the CLI next to this build's tests (build/tools/hubload/hubload):
+// ctest's ENVIRONMENT list from hubload_add_test currently keeps only its first entry.
+std::string Cli() {
+  const char* env = std::getenv("HUBLOAD_BIN");
+  if (env && *env) return env;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  fs::path guess = self.parent_path().parent_path().parent_path() / "tools" / "hubload" / "hubload";
+  if (!ec && fs::exists(guess, ec)) return guess.string();
+  return testing::HubloadBin();
+}
+
 // CLI: reshard a real 10-dtype file into small shards, then `load --json` it back; every
 // value is checked against the source file's raw bytes.
 TEST(Cli, ReshardThenLoadJsonMatchesRawBytes) {
@@ -585,12 +598,12 @@ TEST(Cli, ReshardThenLoadJsonMatchesRawBytes) {
   auto expected = DecodeRaw(src);
   TempDir dir;
   std::string out, err;
-  int rc = testing::RunCommand(testing::HubloadBin() + " reshard '" + src.string() + "' '" + dir.str() +
+  int rc = testing::RunCommand(Cli() + " reshard '" + src.string() + "' '" + dir.str() +
                                    "/out' --max-shard-size 100 --weights-name model",
                                &out, &err);
   ASSERT_EQ(rc, 0) << out << err;
   EXPECT_TRUE(fs::exists(dir.path() / "out" / "model.safetensors.index.json")) << out;
-  rc = testing::RunCommand(testing::HubloadBin() + " load '" + dir.str() + "/out' --json", &out, &err);
+  rc = testing::RunCommand(Cli() + " load '" + dir.str() + "/out' --json", &out, &err);
   ASSERT_EQ(rc, 0) << out << err;
   auto j = nlohmann::json::parse(out);
   EXPECT_GT(j["files"].size(), 1u);
@@ -605,10 +618,10 @@ TEST(Cli, ReshardThenLoadJsonMatchesRawBytes) {
   }
   EXPECT_TRUE(j["timings"].contains("load_s"));
   // Bad input: a clear one-line error, exit 1.
-  rc = testing::RunCommand(testing::HubloadBin() + " load '" + dir.str() + "/nothing-here'", &out, &err);
+  rc = testing::RunCommand(Cli() + " load '" + dir.str() + "/nothing-here'", &out, &err);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("nothing-here"), std::string::npos) << err;
-  rc = testing::RunCommand(testing::HubloadBin() + " reshard '" + src.string() + "' '" + dir.str() +
+  rc = testing::RunCommand(Cli() + " reshard '" + src.string() + "' '" + dir.str() +
                                "/x' --max-shard-size 5GiB",
                            &out, &err);
   EXPECT_EQ(rc, 1);
@@ -621,7 +634,7 @@ TEST(Cli, LoadDtypeAndKeepInFp32) {
   ASSERT_TRUE(SaveSharded(sd, dir.str(), {}).ok());
   std::string out, err;
   int rc = testing::RunCommand(
-      testing::HubloadBin() + " load '" + dir.str() + "' --dtype bf16 --keep-in-fp32 norm --json", &out, &err);
+      Cli() + " load '" + dir.str() + "' --dtype bf16 --keep-in-fp32 norm --json", &out, &err);
   ASSERT_EQ(rc, 0) << out << err;
   auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j["tensors"]["a.norm.weight"]["dtype"], "F32");

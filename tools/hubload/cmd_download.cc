@@ -143,7 +143,12 @@ int Run(const Args& a, hubload::cli::Global& g) {
       if (hubload::MatchesPatterns(f, a.include, a.exclude)) files.push_back(f);
     if (!a.local_dir.empty()) {
       for (auto& f : files) {
-        hubload::FileRequest r{a.repo_id, f, a.revision, *type, a.local_dir, false};
+        hubload::FileRequest r;
+        r.repo_id = a.repo_id;
+        r.filename = f;
+        r.revision = a.revision;
+        r.repo_type = *type;
+        r.local_dir = a.local_dir;
         auto p = client.Download(r);
         if (!p.ok()) return hubload::cli::Fail("download", p.status().ToString());
         if (cb.on_file_done) cb.on_file_done(f, *p);
