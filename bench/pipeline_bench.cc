@@ -153,11 +153,21 @@ int main(int argc, char** argv) {
     hubload::PretrainedRequest r = req;
     r.overlap = overlap;
     uint64_t n = 0;
+    const bool verbose = std::getenv("PIPELINE_BENCH_VERBOSE") != nullptr;
+    const auto t0 = Clock::now();
     hubload::PretrainedCallbacks cb;
     cb.on_tensor = [&](const std::string&, at::Tensor t) {
       n += static_cast<uint64_t>(t.numel());
       return hubload::Status::Ok();
     };
+    if (verbose) {
+      cb.on_file_downloaded = [&](const std::string& f) {
+        std::fprintf(stderr, "  [%s] %.3f s downloaded %s\n", overlap ? "ovl" : "seq", Since(t0), f.c_str());
+      };
+      cb.on_shard = [&](const std::string& f, uint64_t) {
+        std::fprintf(stderr, "  [%s] %.3f s loaded %s\n", overlap ? "ovl" : "seq", Since(t0), f.c_str());
+      };
+    }
     auto info = hubload::FetchAndLoad(Client(srv.url(), c), r, cb);
     if (!info.ok()) Die(info.status().ToString());
     drop_cache(c);

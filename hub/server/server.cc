@@ -8,11 +8,14 @@
 #include <fcntl.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <poll.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -493,6 +496,25 @@ bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& 
   }
   uint64_t done = 0;
   bool ok = true;
+  if (fd >= 0 && !cap && !drop_after) {
+    // Plain file body: sendfile(2), no copy through user space.
+    off_t off = static_cast<off_t>(resp.offset);
+    int sfd = sock.native_handle();
+    while (done < n && !stopping) {
+      ssize_t k = ::sendfile(sfd, fd, &off, static_cast<size_t>(std::min<uint64_t>(n - done, 1u << 30)));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd p{sfd, POLLOUT, 0};
+        if (::poll(&p, 1, 60000) <= 0) break;
+        continue;
+      }
+      if (k <= 0) break;
+      done += static_cast<uint64_t>(k);
+      *sent = done;
+    }
+    ::close(fd);
+    return done == n && !(strip || resp.close);
+  }
   while (done < n) {
     if (stopping) {
       ok = false;

@@ -29,9 +29,11 @@
 // store and watches the next rank's heartbeat. A rank that dies or hangs (no
 // heartbeat for `heartbeat_timeout_s`), a failed or timed-out broadcast, a
 // lost store, or an error on any rank (download, integrity, disk) ends the job
-// on every rank with one error message naming the rank and the file
-// (Code::kCancelled on the ranks that did not cause it, reason "JobFailed";
-// Code::kNetwork reason "RankDied" / "StoreLost" / "BroadcastTimeout"). A
+// on every rank with one error: the first error raised anywhere in the job
+// (same Code and reason on every rank; the message names the rank and the
+// file), e.g. Code::kNetwork with reason "RankDied" (no heartbeat),
+// "StoreLost" (rank 0's store unreachable), "BroadcastTimeout" or
+// "BroadcastFailed" (a chunk did not arrive in time / the collective broke). A
 // receiving cache never holds a partial blob under its final name: partials
 // stay as blobs/<etag>.incomplete and are restarted by the rerun.
 //
@@ -110,9 +112,12 @@ struct DistOptions {
   /// store only with different prefixes).
   std::string store_prefix = "hubload";
   /// Fault injection for tests: after this many broadcast chunks sent or
-  /// received, this rank kills itself with SIGKILL (simulates a crashed node).
-  /// -1 = off. The CLI reads it from $HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS.
+  /// received, this rank sends itself `fault_signal` (SIGKILL: a crashed
+  /// node; SIGSTOP: a hung one). -1 = off. The CLI reads them from
+  /// $HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS and $HUBLOAD_DIST_FAULT_SIGNAL
+  /// ("KILL" or "STOP").
   int64_t fault_kill_after_chunks = -1;
+  int fault_signal = 9;  // SIGKILL
 };
 
 /// What to prefetch: huggingface_hub snapshot_download's selection.
@@ -153,8 +158,9 @@ struct PrefetchReport {
 /// cache (raised on the rank that hit them and reported to all), plus
 /// kInvalidArgument (bad env/options, inconsistent topology: two leaders for a
 /// node, a node without LOCAL_RANK 0), kNetwork (RankDied, StoreLost,
-/// BroadcastTimeout, Rendezvous), kCorruptDownload (received bytes fail the
-/// size/hash check), kCancelled (JobFailed: another rank's error, quoted).
+/// BroadcastTimeout, BroadcastFailed, Rendezvous, Timeout), kCorruptDownload
+/// (received bytes fail the size/hash check). Every rank returns the job's
+/// first error, whichever rank raised it.
 Result<PrefetchReport> Prefetch(const HubClient& client, const PrefetchRequest& request, const DistOptions& options);
 
 /// One tensor as loaded, for comparisons across ranks and runs.

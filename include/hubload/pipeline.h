@@ -50,6 +50,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -238,5 +239,32 @@ Result<std::vector<PipelineComponent>> ListComponents(const HubClient& client, c
 /// present; those of LoadStateDict (e.g. WeightsNotFound for a tokenizer).
 Result<PretrainedStateDict> LoadComponent(const HubClient& client, const PretrainedRequest& req,
                                           const std::string& name);
+
+/// A whole diffusers pipeline, every component with weights loaded.
+struct PretrainedPipeline {
+  /// Every component of model_index.json (ParseModelIndex order).
+  std::vector<PipelineComponent> components;
+  /// Components with weights, by name.
+  std::map<std::string, PretrainedStateDict> loaded;
+  /// Components whose folder holds no weights (scheduler, tokenizer, ...).
+  std::vector<std::string> skipped;
+  /// Fallback warnings ("component 'vae' has no 'bf16' variant ...") and the
+  /// components' own warnings prefixed with their name.
+  std::vector<std::string> warnings;
+};
+
+/// diffusers DiffusionPipeline.from_pretrained for the weights: lists the repo
+/// (or folder) once, resolves every component of model_index.json first (no
+/// weights downloaded yet), then loads the components one after the other
+/// (each through FetchAndLoad with subfolder = its name). Variant rule of
+/// diffusers `variant_compatible_siblings` (field failure B25): with
+/// `req.variant`, a component uses its variant weights when it has them, else
+/// its non-variant weights with a warning naming it — never a mix inside one
+/// component; with `req.allow_variant_fallback` false such a fallback is an
+/// error instead (strict). Errors, all before any weights download: those of
+/// ListComponents; kNotFound reason VariantNotFound when no component has the
+/// variant at all, or (strict) naming the components without it; resolution
+/// errors of a component (prefixed with its name); then those of LoadStateDict.
+Result<PretrainedPipeline> LoadPipeline(const HubClient& client, const PretrainedRequest& req);
 
 }  // namespace hubload

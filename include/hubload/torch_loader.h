@@ -51,7 +51,9 @@ struct LoadOptions {
   /// component of `n` (diffusers `m in n.split(".")`: "norm" matches
   /// "layers.0.norm.weight" but not "final_norm.weight"; dotted entries never
   /// match). Applied identically on the single-file and sharded paths (B32).
-  /// With dtype kAuto nothing is converted and this list has no effect.
+  /// It acts on floating tensors whose dtype is being chosen: every floating
+  /// tensor under fp32/fp16/bf16, and under kAuto only float8 tensors (which
+  /// must be decoded: fp32 instead of bf16); other tensors keep their dtype.
   std::vector<std::string> keep_in_fp32;
   /// Always copy into fresh, writable, aligned memory, even when a zero-copy
   /// view would do.

@@ -291,10 +291,11 @@ class Job {
   void CountChunk() {
     ++chunks_;
     if (opt_.fault_kill_after_chunks >= 0 && chunks_ >= opt_.fault_kill_after_chunks) {
-      std::fprintf(stderr, "hubload: fault injection: rank %d kills itself after %lld broadcast chunks\n", env_.rank,
-                   static_cast<long long>(chunks_));
+      std::fprintf(stderr, "hubload: fault injection: rank %d sends itself signal %d after %lld broadcast chunks\n",
+                   env_.rank, opt_.fault_signal, static_cast<long long>(chunks_));
       std::fflush(stderr);
-      ::kill(::getpid(), SIGKILL);
+      opt_.fault_kill_after_chunks = -1;  // once (a stopped rank may be continued)
+      ::kill(::getpid(), opt_.fault_signal);
     }
   }
 

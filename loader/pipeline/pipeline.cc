@@ -201,7 +201,6 @@ Result<PretrainedInfo> Run(const HubClient& client, const PretrainedRequest& req
   std::mutex mu;  // guards producer_status, download_done
   Status producer_status;
   Clock::time_point download_done = t0;
-  std::map<std::string, std::string> local_of;  // repo path -> local path (for the loader's messages)
 
   auto file_done = [&](const std::string& file, const std::string& local_path) {
     if (cancel.load()) return;
@@ -462,6 +461,78 @@ Result<PretrainedStateDict> LoadComponent(const HubClient& client, const Pretrai
   PretrainedRequest r = req;
   r.subfolder = name;
   return LoadStateDict(client, r);
+}
+
+Result<PretrainedPipeline> LoadPipeline(const HubClient& client, const PretrainedRequest& req) {
+  HUBLOAD_ASSIGN_OR_RETURN(auto components, ListComponents(client, req));
+  const bool local = IsLocal(req);
+  std::vector<std::string> paths;
+  std::string revision = local ? "" : req.revision;
+  PretrainedRequest base = req;
+  if (local) {
+    HUBLOAD_ASSIGN_OR_RETURN(paths, ListLocalFiles(req.repo_id));
+  } else {
+    HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing, client.ListFiles(req.repo_id, req.revision, req.repo_type));
+    for (const auto& f : listing.files) paths.push_back(f.path);
+    base.revision = listing.commit;  // every component from the same commit
+  }
+  // Resolve every component before any weights download.
+  PretrainedPipeline out;
+  out.components = components;
+  std::vector<std::string> with_weights, fallbacks;
+  bool any_variant = false;
+  for (const auto& c : components) {
+    PretrainedRequest r = base;
+    r.subfolder = c.name;
+    ResolveOptions ro = ToResolveOptions(r);
+    ro.allow_variant_fallback = true;
+    auto res = ResolveWeights(paths, ro);
+    if (!res.ok()) {
+      if (res.status().reason() == "WeightsNotFound") {
+        out.skipped.push_back(c.name);
+        continue;
+      }
+      return WithContext(res.status().WithPrefix(req.repo_id + " component " + c.name), req.repo_id, revision, c.name);
+    }
+    with_weights.push_back(c.name);
+    if (!req.variant.empty()) {
+      if (res->variant_used == req.variant) any_variant = true;
+      else fallbacks.push_back(c.name);
+    }
+  }
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  if (!req.variant.empty() && !any_variant && !with_weights.empty()) {
+    Status st(Code::kNotFound,
+              "no component of pipeline " + req.repo_id + " has '" + req.variant + "' variant weights (components: " +
+                  join(with_weights) + ")",
+              "VariantNotFound");
+    return WithContext(st, req.repo_id, revision, "");
+  }
+  if (!fallbacks.empty() && !req.allow_variant_fallback) {
+    Status st(Code::kNotFound,
+              "components of pipeline " + req.repo_id + " without '" + req.variant + "' variant weights: " +
+                  join(fallbacks) + " (allow the variant fallback to load their non-variant weights)",
+              "VariantNotFound");
+    return WithContext(st, req.repo_id, revision, "");
+  }
+  for (const auto& f : fallbacks)
+    out.warnings.push_back("component '" + f + "' has no '" + req.variant +
+                           "' variant weights: its non-variant weights are loaded");
+  for (const auto& name : with_weights) {
+    PretrainedRequest r = base;
+    r.subfolder = name;
+    r.allow_variant_fallback = true;
+    auto sd = LoadStateDict(client, r);
+    if (!sd.ok()) return sd.status().WithPrefix("component " + name);
+    sd->info.revision = req.revision;
+    for (const auto& w : sd->info.warnings) out.warnings.push_back(name + ": " + w);
+    out.loaded.emplace(name, std::move(*sd));
+  }
+  return out;
 }
 
 }  // namespace hubload

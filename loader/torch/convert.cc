@@ -53,6 +53,18 @@ void Fp8ToBF16(Fp8 format, const uint8_t* src, uint16_t* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = static_cast<uint16_t>(Fp8ToF32Bits(format, src[i]) >> 16);
 }
 
+void BF16ToF32(const uint8_t* src, float* dst, size_t n) {
+  constexpr size_t kBlock = 4096;
+  uint16_t h[kBlock];
+  uint32_t w[kBlock];
+  for (size_t i = 0; i < n; i += kBlock) {
+    size_t m = n - i < kBlock ? n - i : kBlock;
+    std::memcpy(h, src + 2 * i, 2 * m);  // little-endian host (x86-64, aarch64)
+    for (size_t k = 0; k < m; ++k) w[k] = static_cast<uint32_t>(h[k]) << 16;
+    std::memcpy(dst + i, w, 4 * m);
+  }
+}
+
 void WidenU16(const uint8_t* src, int32_t* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = static_cast<int32_t>(src[2 * i] | (src[2 * i + 1] << 8));
 }

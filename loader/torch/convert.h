@@ -25,6 +25,10 @@ void Fp8ToF32(Fp8 format, const uint8_t* src, float* dst, size_t n);
 /// float32 range).
 void Fp8ToBF16(Fp8 format, const uint8_t* src, uint16_t* dst, size_t n);
 
+/// bfloat16 -> float32 (exact: the bf16 bits become the upper half), n elements
+/// read from unaligned `src`. Much faster than a generic cast.
+void BF16ToF32(const uint8_t* src, float* dst, size_t n);
+
 /// Unsigned widening: n little-endian elements read from unaligned `src`.
 void WidenU16(const uint8_t* src, int32_t* dst, size_t n);
 void WidenU32(const uint8_t* src, int64_t* dst, size_t n);

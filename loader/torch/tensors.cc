@@ -183,6 +183,10 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
       bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % item == 0;
       if (n == 0) {
         t = at::empty(sizes, cpu.dtype(*native));
+      } else if (info.dtype == Dtype::BF16 && target == at::kFloat) {
+        t = at::empty(sizes, cpu.dtype(at::kFloat));  // exact widening, without the generic cast
+        convert::BF16ToF32(bytes.data(), t.data_ptr<float>(), n);
+        return t;
       } else if (aligned && !options.force_copy) {
         std::shared_ptr<safetensors::MappedFile> keep = file.mapping();
         t = at::from_blob(const_cast<uint8_t*>(bytes.data()), sizes, [keep](void*) mutable { keep.reset(); },

@@ -165,7 +165,7 @@ std::string Slurp(const fs::path& p) {
 std::vector<RankResult> RunJob(const std::vector<std::string>& args, const std::string& endpoint,
                                const std::vector<std::string>& node_caches, const fs::path& logdir,
                                const std::map<int, std::map<std::string, std::string>>& extra_env = {},
-                               double deadline_s = 180) {
+                               double deadline_s = 180, const std::set<int>& hung = {}) {
   const int world = 4, per_node = 2;
   const uint16_t port = FreePort();
   std::vector<pid_t> pids(world, -1);
@@ -173,7 +173,8 @@ std::vector<RankResult> RunJob(const std::vector<std::string>& args, const std::
                                              "LOCAL_WORLD_SIZE", "GROUP_RANK", "SLURM_PROCID", "SLURM_NTASKS",
                                              "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NTASKS_PER_NODE",
                                              "JOB_COMPLETION_INDEX", "HF_HUB_OFFLINE", "HF_TOKEN",
-                                             "HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS", "GLOO_SOCKET_IFNAME"};
+                                             "HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS", "HUBLOAD_DIST_FAULT_SIGNAL",
+                                             "GLOO_SOCKET_IFNAME"};
   for (int r = 0; r < world; ++r) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -231,6 +232,23 @@ std::vector<RankResult> RunJob(const std::vector<std::string>& args, const std::
       }
     }
     if (left == 0) break;
+    // Ranks expected to hang (stopped by fault injection) are killed once
+    // every other rank has exited by itself.
+    if (!hung.empty() && left == static_cast<int>(hung.size())) {
+      bool only_hung = true;
+      for (int r = 0; r < world; ++r) only_hung = only_hung && (done[r] || hung.count(r));
+      if (only_hung) {
+        for (int r : hung) {
+          if (done[r]) continue;
+          ::kill(pids[r], SIGKILL);
+          int st = 0;
+          ::waitpid(pids[r], &st, 0);
+          res[r].signal = SIGKILL;
+          done[r] = true;
+        }
+        break;
+      }
+    }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > deadline_s) {
       for (int r = 0; r < world; ++r) {
         if (done[r]) continue;
@@ -456,6 +474,21 @@ TEST_F(DistributedJob, KilledRankFailsEveryRankNamingItAndRerunCompletes) {
   auto sent2 = BytesPerFile(ReadLog(tmp_.path() / "access.log", log_size), repo_);
   for (const auto& p : held_everywhere) EXPECT_EQ(sent2[p], 0u) << p << " was fetched again though every node held it";
   for (const auto& [path, bytes] : repo_.files) EXPECT_LE(sent2[path], bytes.size()) << path;
+}
+
+TEST_F(DistributedJob, HungRankMidBroadcastFailsEveryOtherRankNamingIt) {
+  // Rank 2 stops (SIGSTOP: alive, sockets open, silent) after 3 chunks; the
+  // others must give up by themselves, name it and the file, and leave no
+  // bad blob behind. The test kills the stopped rank afterwards.
+  auto rs = RunJob(DownloadArgs(), server_->url(), caches_, tmp_.path() / "logs",
+                   {{2, {{"HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS", "3"}, {"HUBLOAD_DIST_FAULT_SIGNAL", "STOP"}}}}, 120,
+                   {2});
+  for (int r : {0, 1, 3}) {
+    EXPECT_EQ(rs[r].exit_code, 1) << Dump(rs);
+    EXPECT_NE(rs[r].err.find("rank 2 "), std::string::npos) << "rank " << r << ":\n" << rs[r].err;
+    EXPECT_NE(rs[r].err.find(".safetensors"), std::string::npos) << "rank " << r << ":\n" << rs[r].err;
+  }
+  for (const auto& c : caches_) ExpectNoBadFinalBlobs(c, repo_);
 }
 
 TEST_F(DistributedJob, MissingRepoFailsEveryRankWithRepoNotFound) {

@@ -519,6 +519,75 @@ TEST(PipelineTest, DiffusersPipelineComponentsByName) {
   EXPECT_EQ(np.status().reason(), "NotAPipeline") << np.status().ToString();
 }
 
+TEST(PipelineTest, WholePipelineVariantUsesOnlyVariantFilesAndWarnsB25) {
+  // The field-failures.md B25 tree, with variant bf16.
+  TempDir src, cache;
+  WriteText(src.path() / "model_index.json",
+            R"({"_class_name": "P", "scheduler": ["diffusers", "S"], "text_encoder": ["transformers", "T"],
+                "transformer": ["diffusers", "X"], "vae": ["diffusers", "V"]})");
+  WriteText(src.path() / "scheduler/scheduler_config.json", "{}");
+  std::vector<RawTensor> tr16 = {MakeTensor("t", "BF16", {4}, 101)};
+  WriteText(src.path() / "transformer/diffusion_pytorch_model.bf16.safetensors", SafetensorsBytes(tr16));
+  WriteSharded(src.path() / "transformer", "diffusion_pytorch_model.safetensors.index.json",
+               {{"diffusion_pytorch_model-00001-of-00002.safetensors", {MakeTensor("t", "F32", {4}, 102)}},
+                {"diffusion_pytorch_model-00002-of-00002.safetensors", {MakeTensor("u", "F32", {4}, 103)}}});
+  std::vector<RawTensor> te1 = {MakeTensor("e1", "BF16", {2}, 104)}, te2 = {MakeTensor("e2", "BF16", {2}, 105)};
+  WriteSharded(src.path() / "text_encoder", "model.safetensors.index.bf16.json",
+               {{"model.bf16-00001-of-00002.safetensors", te1}, {"model.bf16-00002-of-00002.safetensors", te2}});
+  WriteText(src.path() / "text_encoder/model.safetensors", SafetensorsBytes({MakeTensor("e1", "F32", {2}, 106)}));
+  std::vector<RawTensor> vae = {MakeTensor("v", "F32", {3}, 107)};
+  WriteText(src.path() / "vae/diffusion_pytorch_model.safetensors", SafetensorsBytes(vae));
+  ServedStore store;
+  ASSERT_TRUE(store.ok());
+  store.AddRepo("org/b25full", src.path());
+  HubClient client = MakeClient(store.url(), cache.str());
+  PretrainedRequest req = HubRequest("org/b25full");
+  req.variant = "bf16";
+
+  // Strict: vae has no bf16 weights -> error naming it, before any weights download.
+  auto strict = LoadPipeline(client, req);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().reason(), "VariantNotFound");
+  EXPECT_NE(strict.status().message().find("vae"), std::string::npos) << strict.status().message();
+  EXPECT_EQ(store.server().RequestCount(".safetensors"), 0u);
+
+  store.server().ResetStats();
+  req.allow_variant_fallback = true;
+  auto p = LoadPipeline(client, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->skipped, std::vector<std::string>{"scheduler"});
+  ASSERT_EQ(p->loaded.size(), 3u);
+  ExpectStateDictEquals(p->loaded.at("transformer").tensors, tr16);
+  ExpectStateDictEquals(p->loaded.at("text_encoder").tensors, {te1[0], te2[0]});
+  ExpectStateDictEquals(p->loaded.at("vae").tensors, vae);
+  int fallback_warnings = 0;
+  for (const auto& w : p->warnings)
+    if (w.find("variant") != std::string::npos && w.find("non-variant") != std::string::npos) {
+      ++fallback_warnings;
+      EXPECT_NE(w.find("vae"), std::string::npos) << w;
+    }
+  EXPECT_EQ(fallback_warnings, 1);
+  // The GET set is exactly the bf16 files, the bf16 index and the vae file (+ model_index.json).
+  std::set<std::string> fetched;
+  for (const auto& [path, n] : store.server().stats().requests_per_path) {
+    auto pos = path.find("/resolve/");
+    if (pos == std::string::npos) continue;
+    std::string rest = path.substr(pos + 9);
+    fetched.insert(rest.substr(rest.find('/') + 1));
+  }
+  EXPECT_EQ(fetched, (std::set<std::string>{"model_index.json", "transformer/diffusion_pytorch_model.bf16.safetensors",
+                                            "text_encoder/model.safetensors.index.bf16.json",
+                                            "text_encoder/model.bf16-00001-of-00002.safetensors",
+                                            "text_encoder/model.bf16-00002-of-00002.safetensors",
+                                            "vae/diffusion_pytorch_model.safetensors"}));
+
+  // No component has the variant at all -> error.
+  req.variant = "fp8";
+  auto none = LoadPipeline(client, req);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().reason(), "VariantNotFound");
+}
+
 // ---------------------------------------------------------------------------
 // Real files and layouts of ../shared/data/real, served through `hubload serve`.
 

@@ -6,6 +6,7 @@
 // (JOB_COMPLETION_INDEX) fallbacks; --master-addr/--master-port/--rank/...
 // override it. Every rank prints one line on stdout: the snapshot folder
 // (download) or a JSON summary (load --json).
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -81,6 +82,8 @@ struct JobFlags {
     o.assignment = assignment == "round-robin" ? hd::DistOptions::Assignment::kRoundRobin
                                                : hd::DistOptions::Assignment::kBySize;
     if (const char* f = std::getenv("HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS")) o.fault_kill_after_chunks = std::atoll(f);
+    if (const char* f = std::getenv("HUBLOAD_DIST_FAULT_SIGNAL"))
+      o.fault_signal = std::string(f) == "STOP" ? SIGSTOP : SIGKILL;
     return o;
   }
 };

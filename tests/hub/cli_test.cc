@@ -1,0 +1,62 @@
+// `hubload download` and `hubload cache scan|delete` end to end (CLI binary
+// against the in-process server).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "testing/hub_server.h"
+#include "testing/util.h"
+
+namespace fs = std::filesystem;
+using hubload::testing::RunCommand;
+
+namespace {
+std::string LastLine(const std::string& out) {
+  std::string s = out;
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s.substr(s.rfind('\n') == std::string::npos ? 0 : s.rfind('\n') + 1);
+}
+std::string ReadAll(const fs::path& p) {
+  auto b = hubload::testing::ReadFileBytes(p);
+  return std::string(b.begin(), b.end());
+}
+}  // namespace
+
+TEST(HubCli, DownloadPrintsLocalPathLastAndCacheScanDelete) {
+  auto hub = hubload::testing::StartTestHub();
+  ASSERT_TRUE(hub);
+  std::string c1 = hub->AddRepo("org/m", {{"config.json", "{\"a\":1}"}, {"w/x.bin", std::string(5000, 'x')}});
+  hubload::testing::TempDir cache;
+  std::string base = hubload::testing::HubloadBin() + " --endpoint " + hub->url() + " --cache-dir " + cache.str() + " ";
+  std::string out, err;
+  ASSERT_EQ(RunCommand(base + "download org/m config.json", &out, &err), 0) << err;
+  EXPECT_EQ(LastLine(out), (cache.path() / "models--org--m/snapshots" / c1 / "config.json").string());
+  EXPECT_EQ(ReadAll(LastLine(out)), "{\"a\":1}");
+  ASSERT_EQ(RunCommand(base + "download org/m --include 'w/*'", &out, &err), 0) << err;
+  EXPECT_EQ(LastLine(out), (cache.path() / "models--org--m/snapshots" / c1).string());
+  EXPECT_NE(err.find("done w/x.bin"), std::string::npos) << err;  // one line per file when not a terminal
+  EXPECT_EQ(ReadAll(cache.path() / "models--org--m/snapshots" / c1 / "w/x.bin"), std::string(5000, 'x'));
+  ASSERT_EQ(RunCommand(base + "download org/m --quiet --offline", &out, &err), 0) << err;
+  EXPECT_TRUE(err.empty()) << err;
+  EXPECT_EQ(RunCommand(base + "download org/m missing.txt --offline", &out, &err), 1);
+  EXPECT_NE(err.find("OfflineMiss"), std::string::npos) << err;
+  // A second commit that shares config.json; then scan and delete the first.
+  std::string c2 = hub->Replace("org/m", "w/x.bin", std::string(7000, 'y'));
+  ASSERT_EQ(RunCommand(base + "download org/m --quiet", &out, &err), 0) << err;
+  ASSERT_EQ(RunCommand(base + "cache scan --json", &out, &err), 0) << err;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["repos"].size(), 1u);
+  EXPECT_EQ(j["repos"][0]["repo_id"], "org/m");
+  EXPECT_EQ(j["repos"][0]["revisions"].size(), 2u);
+  EXPECT_EQ(j["repos"][0]["size_on_disk"].get<uint64_t>(), 7u + 5000 + 7000);
+  EXPECT_EQ(j["repos"][0]["refs"]["main"], c2);
+  ASSERT_EQ(RunCommand(base + "cache delete org/m --revision " + c1, &out, &err), 0) << err;
+  EXPECT_FALSE(fs::exists(cache.path() / "models--org--m/snapshots" / c1));
+  EXPECT_EQ(ReadAll(cache.path() / "models--org--m/snapshots" / c2 / "config.json"), "{\"a\":1}");  // shared blob kept
+  EXPECT_EQ(ReadAll(cache.path() / "models--org--m/snapshots" / c2 / "w/x.bin"), std::string(7000, 'y'));
+  ASSERT_EQ(RunCommand(base + "cache scan", &out, &err), 0) << err;
+  EXPECT_NE(out.find("org/m"), std::string::npos);
+  EXPECT_EQ(RunCommand(base + "cache delete org/none", &out, &err), 1);
+}
