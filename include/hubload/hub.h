@@ -44,11 +44,13 @@ struct ClientOptions {
   /// Files downloaded at once by DownloadFiles/Snapshot (huggingface_hub
   /// snapshot_download max_workers default 8).
   int max_workers = 8;
-  /// Files of at least this many bytes are fetched as parallel byte ranges
-  /// written with pwrite (when the server honours Range); 0 disables.
+  /// Parallel byte ranges of one large file (pwrite into the partial).
+  /// NOT IMPLEMENTED YET: these three fields are accepted and ignored; every
+  /// file currently streams on one connection (sha256 inline), which
+  /// performance.md §2 measured as within ~15% of 4-8 ranges on loopback.
+  /// Files of at least this many bytes would be split; 0 disables.
   uint64_t range_threshold_bytes = 256ull << 20;
-  /// Byte range size for parallel ranges (hf_transfer used 10 MiB; ≥ 1 MiB
-  /// writes per performance.md).
+  /// Byte range size (hf_transfer used 10 MiB; ≥ 1 MiB writes per performance.md).
   uint64_t range_chunk_bytes = 16ull << 20;
   /// Concurrent ranges for one file.
   int max_ranges_per_file = 4;

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -46,75 +45,97 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
+// Text between the first `open` after `from` and the next `close`; "" if absent.
+std::string Between(const std::string& s, const std::string& open, const std::string& close, size_t from = 0) {
+  size_t a = s.find(open, from);
+  if (a == std::string::npos) return {};
+  a += open.size();
+  size_t b = s.find(close, a);
+  return b == std::string::npos ? std::string() : s.substr(a, b - a);
+}
+
+bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
 // Parses the per-file facts out of MANIFEST.md (format written by whoever
-// gathered the corpus; independent of hubload).
+// gathered the corpus; independent of hubload). Plain string matching: GCC 12
+// warns spuriously inside <regex> under the sanitizers.
 Manifest ReadManifest(const fs::path& root) {
   Manifest m;
   std::istringstream in(Slurp(root / "MANIFEST.md"));
   std::string line, cur_file, cur_dir;
-  std::regex file_hdr(R"(^### `(safetensors/[^`]+\.safetensors)`)");
-  std::regex dir_hdr(R"(^### .*\(`((?:index|layouts)/[^`]+/)`\))");
-  std::regex size_re(R"(^- size (\d+) B, sha256 `([0-9a-f]{64})`)");
-  std::regex tensors_re(R"(^- tensors: (\d+); dtypes: (.*)$)");
-  std::regex dtype_re(R"(([A-Z0-9_]+)\xC3\x97(\d+))");  // NAME×COUNT
-  std::regex meta_re(R"(^- __metadata__: (.*)$)");
-  std::regex hdr_re(R"(^- header: pad spaces=(\d+), .*0-d tensors=(\d+), zero-size=(\d+))");
-  std::regex check_re(R"(^- check `([^`]+)`: parses; (\d+) tensors \S+ (\d+) shards; metadata=(\{.*\}))");
-  std::regex layout_file_re(R"(^- `([^`]+\.safetensors)` \xE2\x80\x94 (\d+) B, sha256 `([0-9a-f]{64})`)");
-  std::smatch g;
+  const std::string kTimes = "\xC3\x97";  // '×' in "F32×4"
   while (std::getline(in, line)) {
-    if (std::regex_search(line, g, file_hdr)) {
-      cur_file = g[1];
+    if (StartsWith(line, "### `safetensors/")) {
+      cur_file = Between(line, "`", "`");
       cur_dir.clear();
       m.files[cur_file];
-    } else if (std::regex_search(line, g, dir_hdr)) {
-      cur_dir = g[1];
+    } else if (StartsWith(line, "### ") && line.find("(`") != std::string::npos) {
+      cur_dir = Between(line, "(`", "`)");
       cur_file.clear();
-    } else if (!cur_file.empty() && std::regex_search(line, g, size_re)) {
-      m.files[cur_file].size = std::stoull(g[1]);
-      m.files[cur_file].sha256 = g[2];
-    } else if (!cur_file.empty() && std::regex_search(line, g, tensors_re)) {
+    } else if (!cur_file.empty() && StartsWith(line, "- size ")) {
+      m.files[cur_file].size = std::stoull(Between(line, "- size ", " B"));
+      m.files[cur_file].sha256 = Between(line, "sha256 `", "`");
+    } else if (!cur_file.empty() && StartsWith(line, "- tensors: ")) {
       auto& f = m.files[cur_file];
-      f.num_tensors = std::stoul(g[1]);
-      std::string rest = g[2];
-      for (std::sregex_iterator it(rest.begin(), rest.end(), dtype_re), end; it != end; ++it) {
-        f.dtype_counts[(*it)[1]] += std::stoi((*it)[2]);
+      f.num_tensors = std::stoul(Between(line, "- tensors: ", ";"));
+      std::string rest = line.substr(line.find("dtypes: ") + 8);
+      std::istringstream items(rest);
+      std::string item;
+      while (std::getline(items, item, ',')) {
+        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+        size_t x = item.find(kTimes);
+        if (x == std::string::npos) continue;  // "(none)"
+        f.dtype_counts[item.substr(0, x)] += std::stoi(item.substr(x + kTimes.size()));
       }
-    } else if (!cur_file.empty() && std::regex_search(line, g, meta_re)) {
+    } else if (!cur_file.empty() && StartsWith(line, "- __metadata__: ")) {
       auto& f = m.files[cur_file];
-      std::string v = g[1];
+      std::string v = line.substr(16);
       f.has_metadata = v != "absent";
       if (f.has_metadata) f.metadata = nlohmann::json::parse(v, nullptr, false);
-    } else if (!cur_file.empty() && std::regex_search(line, g, hdr_re)) {
+    } else if (!cur_file.empty() && StartsWith(line, "- header: ")) {
       auto& f = m.files[cur_file];
-      f.pad_spaces = std::stoi(g[1]);
-      f.zero_d = std::stoi(g[2]);
-      f.zero_size = std::stoi(g[3]);
-    } else if (!cur_dir.empty() && std::regex_search(line, g, check_re)) {
+      f.pad_spaces = std::stoi(Between(line, "pad spaces=", ","));
+      f.zero_d = std::stoi(Between(line, "0-d tensors=", ","));
+      f.zero_size = std::stoi(line.substr(line.find("zero-size=") + 10));
+    } else if (!cur_dir.empty() && StartsWith(line, "- check `")) {
+      // "- check `PATH`: parses; 1739 tensors → 59 shards; metadata={...}"
+      std::string path = Between(line, "`", "`");
       ManifestIndex ix;
-      ix.num_tensors = std::stoul(g[2]);
-      ix.num_shards = std::stoul(g[3]);
-      auto md = nlohmann::json::parse(std::string(g[4]), nullptr, false);
-      ix.total_size = md.value("total_size", uint64_t{0});
+      ix.num_tensors = std::stoul(Between(line, "parses; ", " tensors"));
+      size_t shards_at = line.find(" shards;");
+      size_t sp = line.rfind(' ', shards_at - 1);
+      ix.num_shards = std::stoul(line.substr(sp + 1, shards_at - sp - 1));
+      auto md = nlohmann::json::parse(Between(line, "metadata=", "}") + "}", nullptr, false);
+      ix.total_size = md.is_object() ? md.value("total_size", uint64_t{0}) : 0;
       // Check paths are repo paths; the corpus keeps them except where a model
       // folder was flattened (then only the basename is kept).
-      std::string key = cur_dir + std::string(g[1]);
-      if (!fs::exists(root / key)) key = cur_dir + fs::path(std::string(g[1])).filename().string();
+      std::string key = cur_dir + path;
+      if (!fs::exists(root / key)) key = cur_dir + fs::path(path).filename().string();
       m.indexes[key] = ix;
-    } else if (!cur_dir.empty() && std::regex_search(line, g, layout_file_re)) {
-      auto& f = m.files[cur_dir + std::string(g[1])];
-      f.size = std::stoull(g[2]);
-      f.sha256 = g[3];
+    } else if (!cur_dir.empty() && StartsWith(line, "- `") &&
+               fs::path(Between(line, "`", "`")).extension() == ".safetensors" &&
+               line.find(" B, sha256 `") != std::string::npos) {
+      // "- `model.safetensors` — 108 B, sha256 `...`"
+      auto& f = m.files[cur_dir + Between(line, "`", "`")];
+      size_t b = line.find(" B, sha256 `");
+      size_t sp = line.rfind(' ', b - 1);
+      f.size = std::stoull(line.substr(sp + 1, b - sp - 1));
+      f.sha256 = Between(line, "sha256 `", "`");
     }
   }
   return m;
 }
 
-std::vector<fs::path> FilesWithSuffix(const fs::path& dir, const std::string& suffix_regex) {
+// Regular files under `dir` whose name ends with ".safetensors" (index=false)
+// or matches "*.index*.json" (index=true), sorted.
+std::vector<fs::path> Find(const fs::path& dir, bool index) {
   std::vector<fs::path> out;
-  std::regex re(suffix_regex);
   for (auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file() && std::regex_search(e.path().filename().string(), re)) out.push_back(e.path());
+    if (!e.is_regular_file()) continue;
+    std::string n = e.path().filename().string();
+    bool ends_json = n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0;
+    bool ends_st = n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
+    if (index ? (ends_json && n.find(".index") != std::string::npos) : ends_st) out.push_back(e.path());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -139,7 +160,7 @@ TEST_F(RealFiles, ManifestWasRead) {
 }
 
 TEST_F(RealFiles, EverySafetensorsFileMatchesManifestAndRawBytes) {
-  auto files = FilesWithSuffix(root_, R"(\.safetensors$)");
+  auto files = Find(root_, false);
   ASSERT_GE(files.size(), 17u);
   for (const auto& p : files) {
     std::string rel = fs::relative(p, root_).string();
@@ -208,7 +229,7 @@ TEST_F(RealFiles, EverySafetensorsFileMatchesManifestAndRawBytes) {
 }
 
 TEST_F(RealFiles, MappedViewsEqualRawBytes) {
-  for (const auto& p : FilesWithSuffix(root_, R"(\.safetensors$)")) {
+  for (const auto& p : Find(root_, false)) {
     SCOPED_TRACE(p.string());
     auto bytes = ReadFileBytes(p);
     auto f = st::SafetensorsFile::Open(p.string());
@@ -264,7 +285,7 @@ TEST_F(RealFiles, SpecificValuesFromManifestNotes) {
 
 TEST_F(RealFiles, PrefixParseEqualsFullParse) {
   // The pipeline parses a header as soon as its first 8+N bytes arrive.
-  for (const auto& p : FilesWithSuffix(root_, R"(\.safetensors$)")) {
+  for (const auto& p : Find(root_, false)) {
     SCOPED_TRACE(p.string());
     auto bytes = ReadFileBytes(p);
     auto need = st::PeekHeaderLength(bytes.data(), 8, bytes.size(), "x");
@@ -289,7 +310,7 @@ TEST_F(RealFiles, PrefixParseEqualsFullParse) {
 }
 
 TEST_F(RealFiles, EveryIndexParsesAndListsItsShards) {
-  auto files = FilesWithSuffix(root_, R"(\.index.*\.json$)");
+  auto files = Find(root_, true);
   ASSERT_EQ(files.size(), 9u);
   for (const auto& p : files) {
     std::string rel = fs::relative(p, root_).string();
