@@ -488,7 +488,13 @@ Result<PretrainedPipeline> LoadPipeline(const HubClient& client, const Pretraine
     ro.allow_variant_fallback = true;
     auto res = ResolveWeights(paths, ro);
     if (!res.ok()) {
-      if (res.status().reason() == "WeightsNotFound") {
+      // A folder without any weights (scheduler, tokenizer) is skipped; with a
+      // variant asked, ResolveWeights reports VariantNotFound there, so check
+      // the folder without the variant.
+      ResolveOptions plain = ro;
+      plain.variant.clear();
+      auto any = ResolveWeights(paths, plain);
+      if (!any.ok() && any.status().reason() == "WeightsNotFound") {
         out.skipped.push_back(c.name);
         continue;
       }

@@ -388,8 +388,12 @@ class DistributedJob : public ::testing::Test {
     return s;
   }
 
-  std::vector<std::string> DownloadArgs() {
-    return {"download-distributed", kRepo, "--chunk-bytes", "65536", "--timeout", "60", "--heartbeat-timeout", "6"};
+  // Jobs expected to succeed get a generous heartbeat timeout (a starved
+  // process on a loaded CI machine must not count as dead); failure tests a
+  // short one so that they end quickly.
+  std::vector<std::string> DownloadArgs(const char* heartbeat_s = "20") {
+    return {"download-distributed", kRepo, "--chunk-bytes", "65536", "--timeout", "90", "--heartbeat-timeout",
+            heartbeat_s};
   }
 
   TempDir tmp_;
@@ -443,7 +447,7 @@ TEST_F(DistributedJob, PrefetchIncludePatternSelectsFiles) {
 TEST_F(DistributedJob, KilledRankFailsEveryRankNamingItAndRerunCompletes) {
   // Rank 2 (node 1's leader) dies after 3 broadcast chunks of 64 KiB: in the
   // middle of the first shard's broadcast (each shard is ~390 KiB).
-  auto rs = RunJob(DownloadArgs(), server_->url(), caches_, tmp_.path() / "logs",
+  auto rs = RunJob(DownloadArgs("6"), server_->url(), caches_, tmp_.path() / "logs",
                    {{2, {{"HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS", "3"}}}}, 120);
   EXPECT_EQ(rs[2].signal, SIGKILL) << Dump(rs);
   std::cout << "errors reported by the surviving ranks:\n" << rs[0].err << rs[1].err << rs[3].err;
@@ -480,7 +484,7 @@ TEST_F(DistributedJob, HungRankMidBroadcastFailsEveryOtherRankNamingIt) {
   // Rank 2 stops (SIGSTOP: alive, sockets open, silent) after 3 chunks; the
   // others must give up by themselves, name it and the file, and leave no
   // bad blob behind. The test kills the stopped rank afterwards.
-  auto rs = RunJob(DownloadArgs(), server_->url(), caches_, tmp_.path() / "logs",
+  auto rs = RunJob(DownloadArgs("6"), server_->url(), caches_, tmp_.path() / "logs",
                    {{2, {{"HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS", "3"}, {"HUBLOAD_DIST_FAULT_SIGNAL", "STOP"}}}}, 120,
                    {2});
   for (int r : {0, 1, 3}) {
@@ -492,7 +496,7 @@ TEST_F(DistributedJob, HungRankMidBroadcastFailsEveryOtherRankNamingIt) {
 }
 
 TEST_F(DistributedJob, MissingRepoFailsEveryRankWithRepoNotFound) {
-  auto rs = RunJob({"download-distributed", "org/absent", "--timeout", "60", "--heartbeat-timeout", "6"},
+  auto rs = RunJob({"download-distributed", "org/absent", "--timeout", "90", "--heartbeat-timeout", "20"},
                    server_->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(rs[r].exit_code, 1) << Dump(rs);
@@ -505,7 +509,7 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
   std::string out = (tmp_.path() / "logs" / "load-{rank}.json").string();
   // Rank 3 takes only layers 2 and 3 (a pipeline stage).
   std::vector<std::string> args{"load-distributed", kRepo, "--json", out, "--chunk-bytes", "65536",
-                                "--timeout", "60", "--heartbeat-timeout", "6"};
+                                "--timeout", "90", "--heartbeat-timeout", "20"};
   auto rs = RunJob(args, server_->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   auto sent = BytesPerFile(ReadLog(tmp_.path() / "access.log"), repo_);
@@ -549,7 +553,7 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
 TEST_F(DistributedJob, LoadFilterGivesARankOnlyItsTensors) {
   std::string out = (tmp_.path() / "logs" / "stage-{rank}.json").string();
   std::vector<std::string> args{"load-distributed", kRepo, "--json", out, "--tensors", "^layers\\.[23]\\.",
-                                "--timeout", "60", "--heartbeat-timeout", "6"};
+                                "--timeout", "90", "--heartbeat-timeout", "20"};
   auto rs = RunJob(args, server_->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   for (int r = 0; r < 4; ++r) {

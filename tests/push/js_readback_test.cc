@@ -88,8 +88,9 @@ TEST(PushJs, JsClientReadsWhatWasPushed) {
     ASSERT_TRUE(files.contains(name)) << name;
     EXPECT_EQ(files[name]["size"].get<uint64_t>(), bytes.size()) << name;
     EXPECT_EQ(files[name]["sha256"].get<std::string>(), testing::Sha256Hex(bytes.data(), bytes.size())) << name;
-    if (name.find(".json") == std::string::npos)
+    if (name.find(".json") == std::string::npos) {
       EXPECT_EQ(files[name]["lfsOid"], testing::Sha256Hex(bytes.data(), bytes.size())) << name;
+    }
   }
 
   // Fewer shards: JS sees exactly the new set at the new head.

@@ -92,26 +92,27 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
   ASSERT_TRUE(p1.ok()) << p1.status().ToString();
   auto tree1 = hub.Tree(repo, p1->commit_oid);
   EXPECT_EQ(Names(tree1), (std::set<std::string>{".gitattributes", "README.md", "model.fp16.safetensors",
-                                                  "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
-                                                  "model-00003-of-00003.safetensors", "model.safetensors.index.json"}));
+                                                  "model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
+                                                  "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors",
+                                                  "model.safetensors.index.json"}));
   // Byte-for-byte what the loader's save writes locally.
   TempDir local;
   SaveOptions so;
   so.max_shard_size = uint64_t{2048};
   auto saved = SaveSharded(sd, local.str(), so);
   ASSERT_TRUE(saved.ok()) << saved.status().ToString();
-  ASSERT_EQ(saved->files.size(), 3u);
+  ASSERT_EQ(saved->files.size(), 4u);  // [w0 w1] [w2 w3] [w4 w5] [bias]: 2048 + 128 > 2048
   for (auto& f : saved->files) EXPECT_EQ(tree1[f], ReadText(local.path() / f)) << f;
   EXPECT_EQ(tree1["model.safetensors.index.json"], ReadText(local.path() / "model.safetensors.index.json"));
   ExpectLoadsBack(hub, repo, p1->commit_oid, "model.safetensors.index.json", sd);
 
-  // 2) Bigger shards: 2 shards; the three -of-00003 shards go in the same commit.
+  // 2) Bigger shards: [w0..w3] [w4 w5 bias]; the four -of-00004 shards go in the same commit.
   size_t snaps = hub.Snapshots(repo);
   auto p2 = PushStateDict(hub.options(), sd, Req(repo, 4096));
   ASSERT_TRUE(p2.ok()) << p2.status().ToString();
   EXPECT_EQ(hub.Snapshots(repo), snaps + 1) << "one commit";
-  EXPECT_EQ(p2->deleted, (std::vector<std::string>{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
-                                                    "model-00003-of-00003.safetensors"}));
+  EXPECT_EQ(p2->deleted, (std::vector<std::string>{"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
+                                                    "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors"}));
   auto tree2 = hub.Tree(repo, p2->commit_oid);
   EXPECT_EQ(Names(tree2), (std::set<std::string>{".gitattributes", "README.md", "model.fp16.safetensors",
                                                   "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
@@ -154,13 +155,15 @@ TEST(PushStateDict, VariantPushLeavesOtherVariantsAlone) {
   r.save.max_shard_size = uint64_t{1} << 30;
   auto v2 = PushStateDict(hub.options(), sd, r);
   ASSERT_TRUE(v2.ok()) << v2.status().ToString();
-  EXPECT_EQ(v2->deleted, (std::vector<std::string>{"model.fp16-00001-of-00003.safetensors",
-                                                    "model.fp16-00002-of-00003.safetensors",
-                                                    "model.fp16-00003-of-00003.safetensors",
+  EXPECT_EQ(v2->deleted, (std::vector<std::string>{"model.fp16-00001-of-00004.safetensors",
+                                                    "model.fp16-00002-of-00004.safetensors",
+                                                    "model.fp16-00003-of-00004.safetensors",
+                                                    "model.fp16-00004-of-00004.safetensors",
                                                     "model.safetensors.index.fp16.json"}));
   auto tree = hub.Tree(repo, v2->commit_oid);
-  EXPECT_EQ(Names(tree), (std::set<std::string>{".gitattributes", "model-00001-of-00003.safetensors",
-                                                 "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors",
+  EXPECT_EQ(Names(tree), (std::set<std::string>{".gitattributes", "model-00001-of-00004.safetensors",
+                                                 "model-00002-of-00004.safetensors", "model-00003-of-00004.safetensors",
+                                                 "model-00004-of-00004.safetensors",
                                                  "model.safetensors.index.json", "model.fp16.safetensors"}));
   ExpectLoadsBack(hub, repo, v2->commit_oid, "model.safetensors.index.json", sd);
 }
@@ -183,9 +186,10 @@ TEST(PushStateDict, SubfolderAndWeightsName) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   auto tree = hub.Tree("org/pipe", c->commit_oid);
   EXPECT_EQ(Names(tree), (std::set<std::string>{".gitattributes", "unet/diffusion_pytorch_model.safetensors",
-                                                 "text_encoder/model-00001-of-00003.safetensors",
-                                                 "text_encoder/model-00002-of-00003.safetensors",
-                                                 "text_encoder/model-00003-of-00003.safetensors",
+                                                 "text_encoder/model-00001-of-00004.safetensors",
+                                                 "text_encoder/model-00002-of-00004.safetensors",
+                                                 "text_encoder/model-00003-of-00004.safetensors",
+                                                 "text_encoder/model-00004-of-00004.safetensors",
                                                  "text_encoder/model.safetensors.index.json"}));
   ExpectLoadsBack(hub, "org/pipe", c->commit_oid, "unet/diffusion_pytorch_model.safetensors", sd);
 }
@@ -215,7 +219,7 @@ TEST(PushStateDict, FailureLeavesNoCommit) {
   auto r = PushStateDict(hub.options(), sd2, Req("org/fail", 2048));
   hub.server().faults().Clear();
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("model-00001-of-00003.safetensors"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("model-00001-of-00004.safetensors"), std::string::npos) << r.status().message();
   EXPECT_EQ(hub.Ref("org/fail"), first->commit_oid);
 }
 
