@@ -42,5 +42,7 @@ function(hubload_add_test name)
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${A_LABELS}"
-               ENVIRONMENT "HUBLOAD_SHARED_DATA=${HUBLOAD_SHARED_DATA};HUBLOAD_BIN=$<TARGET_FILE:hubload_cli>;HUBLOAD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+               ENVIRONMENT "HUBLOAD_SHARED_DATA=${HUBLOAD_SHARED_DATA}")
+  # HUBLOAD_BIN / HUBLOAD_SOURCE_DIR: set by hubload_testing (tests/testing/util.cc) from
+  # compile definitions, since gtest_discover_tests keeps only one ENVIRONMENT entry.
 endfunction()

@@ -1,6 +1,7 @@
 // Fetch-and-load pipeline (hubload/pipeline.h).
 #include "hubload/pipeline.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -531,7 +532,7 @@ Result<PretrainedPipeline> LoadPipeline(const HubClient& client, const Pretraine
   for (const auto& name : with_weights) {
     PretrainedRequest r = base;
     r.subfolder = name;
-    r.allow_variant_fallback = true;
+    if (std::find(fallbacks.begin(), fallbacks.end(), name) != fallbacks.end()) r.variant.clear();  // warned above
     auto sd = LoadStateDict(client, r);
     if (!sd.ok()) return sd.status().WithPrefix("component " + name);
     sd->info.revision = req.revision;

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <cstdlib>
 #include <sstream>
 
 #include "testing/hub_server.h"
@@ -13,6 +14,11 @@ namespace fs = std::filesystem;
 using hubload::testing::RunCommand;
 
 namespace {
+// $HUBLOAD_BIN when ctest provides it, else the binary built with this test.
+std::string Bin() {
+  const char* e = std::getenv("HUBLOAD_BIN");
+  return e && *e ? std::string(e) : std::string(HUBLOAD_CLI_BIN);
+}
 std::string LastLine(const std::string& out) {
   std::string s = out;
   while (!s.empty() && s.back() == '\n') s.pop_back();
@@ -29,7 +35,7 @@ TEST(HubCli, DownloadPrintsLocalPathLastAndCacheScanDelete) {
   ASSERT_TRUE(hub);
   std::string c1 = hub->AddRepo("org/m", {{"config.json", "{\"a\":1}"}, {"w/x.bin", std::string(5000, 'x')}});
   hubload::testing::TempDir cache;
-  std::string base = hubload::testing::HubloadBin() + " --endpoint " + hub->url() + " --cache-dir " + cache.str() + " ";
+  std::string base = Bin() + " --endpoint " + hub->url() + " --cache-dir " + cache.str() + " ";
   std::string out, err;
   ASSERT_EQ(RunCommand(base + "download org/m config.json", &out, &err), 0) << err;
   EXPECT_EQ(LastLine(out), (cache.path() / "models--org--m/snapshots" / c1 / "config.json").string());

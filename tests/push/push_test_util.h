@@ -87,6 +87,13 @@ class PushServer {
     so.tokens = {kToken};
     so.multipart_chunk_size = multipart_chunk;
     so.access_log = (log_dir_.path() / "access.jsonl").string();
+    // One accepting thread: the server names a part's temp file after the
+    // socket object's address masked to 24 bits, and sockets allocated by two
+    // accept threads (two malloc arenas) can share those bits, so concurrent
+    // part PUTs of one object could overwrite each other's temp file (server
+    // issue reported to the lead). With one accept thread every live socket has
+    // a distinct address and the parts still upload in parallel.
+    so.threads = 1;
     auto s = server::Server::Start(so);
     if (!s.ok()) {
       ADD_FAILURE() << s.status().ToString();

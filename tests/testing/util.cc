@@ -14,6 +14,18 @@
 namespace hubload::testing {
 namespace fs = std::filesystem;
 
+namespace {
+// Exports the paths every test (and every child process it starts) may need,
+// unless the caller already set them.
+struct ExportTestEnvironment {
+  ExportTestEnvironment() {
+    setenv("HUBLOAD_BIN", HUBLOAD_TEST_BIN, 0);
+    setenv("HUBLOAD_SOURCE_DIR", HUBLOAD_TEST_SOURCE_DIR, 0);
+    setenv("HUBLOAD_SHARED_DATA", HUBLOAD_TEST_SHARED_DATA, 0);
+  }
+} export_test_environment;
+}  // namespace
+
 TempDir::TempDir() {
   std::string base = fs::temp_directory_path().string() + "/hubload-test-XXXXXX";
   std::vector<char> buf(base.begin(), base.end());
@@ -48,7 +60,7 @@ fs::path SharedDataDir() {
 
 std::string HubloadBin() {
   const char* env = std::getenv("HUBLOAD_BIN");
-  return env ? std::string(env) : std::string("hubload");
+  return env && *env ? std::string(env) : std::string(HUBLOAD_TEST_BIN);
 }
 
 std::vector<uint8_t> ReadFileBytes(const fs::path& p) {
