@@ -292,7 +292,7 @@ Result<std::vector<std::string>> ListLocalFiles(const std::string& root) {
       continue;
     }
     if (!it->is_regular_file(ec)) continue;
-    out.push_back(fs::relative(p, root, ec).generic_string());
+    out.push_back(p.lexically_relative(fs::path(root)).generic_string());
   }
   if (ec) {
     Status st(Code::kIOError, "cannot list '" + root + "': " + ec.message(), "ListFailed");
