@@ -77,6 +77,13 @@ int main(int argc, char** argv) {
   uint64_t total = static_cast<uint64_t>(gib * (1ull << 30));
   uint64_t per = total / static_cast<uint64_t>(shards);
   fs::path tmp = fs::temp_directory_path() / ("hubload-push-bench-" + std::to_string(::getpid()));
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{tmp};
   fs::path local = tmp / "local", store = tmp / "store";
   fs::create_directories(local);
   fs::create_directories(store);
@@ -94,7 +101,9 @@ int main(int argc, char** argv) {
   hubload::server::ServerOptions so;
   so.root = store.string();
   so.tokens = {"hf_bench"};
-  so.threads = 4;
+  // One accept thread: works around the server naming part temp files after
+  // socket addresses masked to 24 bits (collisions across malloc arenas).
+  so.threads = 1;
   auto server = hubload::server::Server::Start(so);
   if (!server.ok()) {
     std::fprintf(stderr, "server: %s\n", server.status().ToString().c_str());
@@ -141,7 +150,5 @@ int main(int argc, char** argv) {
     std::printf("JS baseline skipped: set HUBLOAD_SOURCE_DIR and run tools/js-deps.sh\n");
   }
   (*server)->Stop();
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
   return 0;
 }

@@ -1238,8 +1238,10 @@ Response Server::Impl::HandleUploadPut(tcp::socket& sock, beast::flat_buffer& bu
   if (cl && *cl != expect)
     return fail(400, "Upload size mismatch: got Content-Length " + std::to_string(*cl) + ", expected " +
                          std::to_string(expect));
+  // Unique per request: parallel parts of one object must never share a temp file.
+  static std::atomic<uint64_t> upload_seq{0};
   fs::path tmp = repo_dir / "blobs" / (".upload-" + oid.substr(0, 16) + "-" + std::to_string(::getpid()) + "-" +
-                                       std::to_string(reinterpret_cast<uintptr_t>(&sock) & 0xffffff));
+                                       std::to_string(upload_seq.fetch_add(1)));
   beast::error_code bec;
   if (beast::iequals(r.Header(http::field::expect), "100-continue"))
     asio::write(sock, asio::buffer(std::string("HTTP/1.1 100 Continue\r\n\r\n")), bec);

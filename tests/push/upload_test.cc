@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "hubload/hub.h"
@@ -408,12 +409,22 @@ std::vector<std::string> Lines(const std::string& s) {
   return out;
 }
 
+std::string CliBin() {
+  const char* env = std::getenv("HUBLOAD_BIN");
+  if (env && *env) return env;
+#ifdef HUBLOAD_PUSH_CLI
+  return HUBLOAD_PUSH_CLI;
+#else
+  return testing::HubloadBin();
+#endif
+}
+
 TEST(PushCli, PrintsCommitAndUrlAndHonoursFilters) {
   pushtest::PushServer hub(64 * 1024);
   ASSERT_TRUE(hub.ok());
   testing::TempDir local;
   auto files = MakeFolder(local.path());
-  std::string base = testing::HubloadBin() + " --endpoint " + hub.server().url() + " --token " + pushtest::kToken +
+  std::string base = CliBin() + " --endpoint " + hub.server().url() + " --token " + pushtest::kToken +
                      " push " + local.str() + " org/cli";
   std::string out, err;
   int rc = testing::RunCommand(base + " --include '*.safetensors' --include '*.json' --exclude '*.index.json'" +
@@ -451,7 +462,7 @@ TEST(PushCli, PrintsCommitAndUrlAndHonoursFilters) {
   tree = hub.Tree("org/cli", lines[0]);
   EXPECT_EQ(tree.count("model-00001-of-00002.safetensors"), 0u);
   EXPECT_EQ(tree["config.json"], "{\"hidden_size\": 32}\n");
-  rc = testing::RunCommand(testing::HubloadBin() + " --endpoint " + hub.server().url() + " --token x push " +
+  rc = testing::RunCommand(CliBin() + " --endpoint " + hub.server().url() + " --token x push " +
                                local.str() + "/nope org/cli",
                            &out, &err);
   EXPECT_EQ(rc, 1);
