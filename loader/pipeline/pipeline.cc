@@ -189,6 +189,16 @@ Result<PretrainedInfo> Run(const HubClient& client, const PretrainedRequest& req
   PretrainedInfo info;
   info.repo_id = req.repo_id;
   const bool local = IsLocal(req);
+  if (!local && req.source == PretrainedRequest::Source::kAuto) {
+    Status valid = ValidateRepoId(req.repo_id);
+    if (!valid.ok()) {
+      Status st(Code::kNotFound,
+                "'" + req.repo_id + "' is neither an existing local path nor a valid Hub repo id (" + valid.message() +
+                    ")",
+                "NotFound");
+      return WithContext(st, req.repo_id, "", req.repo_id);
+    }
+  }
   info.revision = local ? "" : req.revision;
   auto planned = local ? PlanLocal(req, &info) : PlanHub(client, req, &info);
   if (!planned.ok()) return WithContext(planned.status(), req.repo_id, info.revision, "");
