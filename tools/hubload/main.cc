@@ -1,5 +1,8 @@
 #include <cstdio>
+#include <algorithm>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "tools/hubload/cli.h"
 
@@ -42,8 +45,36 @@ int main(int argc, char** argv) {
     auto subs = app.get_subcommands({});
     if (subs.size() > before) actions[subs.back()] = std::move(action);
   }
+  // `hubload download ... --distributed` and `hubload load ... --distributed`
+  // are the job-wide variants (cmd_distributed.cc): rewrite them to
+  // `download-distributed` / `load-distributed` before parsing.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool distributed = false;
+  for (auto it = args.begin(); it != args.end();) {
+    if (*it == "--distributed") {
+      distributed = true;
+      it = args.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (distributed) {
+    bool rewritten = false;
+    for (auto& a : args) {
+      if (a == "download" || a == "load") {
+        a += "-distributed";
+        rewritten = true;
+        break;
+      }
+    }
+    if (!rewritten) {
+      std::fprintf(stderr, "hubload: --distributed applies to the download and load subcommands only\n");
+      return 2;
+    }
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments reversed
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
