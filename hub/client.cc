@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "hub/repo_urls.h"
 #include "hubload/hub.h"
 
 namespace hubload {
@@ -22,21 +23,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
+using hub_internal::ApiSegment;
+using hub_internal::WebPrefix;
 
-const char* ApiSegment(RepoType t) {
-  switch (t) {
-    case RepoType::kDataset: return "datasets";
-    case RepoType::kSpace: return "spaces";
-    default: return "models";
-  }
-}
-const char* WebPrefix(RepoType t) {
-  switch (t) {
-    case RepoType::kDataset: return "datasets/";
-    case RepoType::kSpace: return "spaces/";
-    default: return "";
-  }
-}
 
 bool IsHex(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "hub/repo_urls.h"
 #include "hubload/hub.h"
 #include "hubload/upload.h"
 
@@ -26,6 +27,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
+using hub_internal::ApiSegment;
+using hub_internal::WebPrefix;
 
 constexpr size_t kSampleBytes = 512;
 constexpr size_t kReadBlock = 1 << 20;
@@ -41,20 +44,6 @@ const std::vector<std::string> kDefaultIgnore = {".git",
                                                  "*/.cache/huggingface",
                                                  "**/.cache/huggingface/**"};
 
-const char* ApiSegment(RepoType t) {
-  switch (t) {
-    case RepoType::kDataset: return "datasets";
-    case RepoType::kSpace: return "spaces";
-    default: return "models";
-  }
-}
-const char* WebPrefix(RepoType t) {
-  switch (t) {
-    case RepoType::kDataset: return "datasets/";
-    case RepoType::kSpace: return "spaces/";
-    default: return "";
-  }
-}
 
 std::string Base64(const std::string& in) {
   std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');

@@ -36,6 +36,9 @@ struct Registered {
 };
 std::vector<Registered>& Registry();
 
+/// Bytes as text with binary units: "512 B", "1.5 KiB", "3.0 GiB".
+std::string HumanBytes(double bytes);
+
 /// Prints "hubload NAME: message" on stderr (one line) and returns 1.
 int Fail(const std::string& command, const std::string& message);
 

@@ -14,18 +14,6 @@
 
 namespace {
 
-std::string Bytes(double b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) {
-    b /= 1024;
-    ++i;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", b, u[i]);
-  return buf;
-}
-
 // Progress display on stderr (thread-safe: callbacks arrive from workers).
 class Display {
  public:
@@ -82,15 +70,15 @@ class Display {
     int shown = 0;
     for (auto& [p, dt] : active_) {
       if (shown == 8) break;
-      std::fprintf(stderr, "%s %s / %s  %s\n", Bar(dt.first, dt.second).c_str(), Bytes(dt.first).c_str(),
-                   dt.second ? Bytes(dt.second).c_str() : "?", p.c_str());
+      std::fprintf(stderr, "%s %s / %s  %s\n", Bar(dt.first, dt.second).c_str(), hubload::cli::HumanBytes(dt.first).c_str(),
+                   dt.second ? hubload::cli::HumanBytes(dt.second).c_str() : "?", p.c_str());
       ++shown;
     }
     double secs = std::chrono::duration<double>(now - start_).count();
     double rate = secs > 0 ? done_ / secs : 0;
     std::string eta = rate > 0 && total_ > done_ ? std::to_string(static_cast<int>((total_ - done_) / rate)) + " s" : "-";
-    std::fprintf(stderr, "%s %s / %s  %s/s  ETA %s  total\n", Bar(done_, total_).c_str(), Bytes(done_).c_str(),
-                 Bytes(total_).c_str(), Bytes(rate).c_str(), eta.c_str());
+    std::fprintf(stderr, "%s %s / %s  %s/s  ETA %s  total\n", Bar(done_, total_).c_str(), hubload::cli::HumanBytes(done_).c_str(),
+                 hubload::cli::HumanBytes(total_).c_str(), hubload::cli::HumanBytes(rate).c_str(), eta.c_str());
     lines_ = shown + 1;
   }
 

@@ -14,18 +14,6 @@
 
 namespace {
 
-std::string Bytes(double b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) {
-    b /= 1024;
-    ++i;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", b, u[i]);
-  return buf;
-}
-
 // One progress line per phase on a terminal (callbacks are serialised by the library).
 class Bar {
  public:
@@ -55,8 +43,8 @@ class Bar {
     int filled = p.bytes_total ? static_cast<int>(w * static_cast<double>(p.bytes_done) / p.bytes_total) : w;
     if (filled > w) filled = w;
     std::fprintf(stderr, "\r\x1b[2K%s [%s%s] %s / %s  %s/s  ETA %s", label, std::string(filled, '#').c_str(),
-                 std::string(w - filled, '.').c_str(), Bytes(static_cast<double>(p.bytes_done)).c_str(),
-                 Bytes(static_cast<double>(p.bytes_total)).c_str(), Bytes(rate).c_str(), eta.c_str());
+                 std::string(w - filled, '.').c_str(), hubload::cli::HumanBytes(static_cast<double>(p.bytes_done)).c_str(),
+                 hubload::cli::HumanBytes(static_cast<double>(p.bytes_total)).c_str(), hubload::cli::HumanBytes(rate).c_str(), eta.c_str());
     std::fflush(stderr);
   }
   void Done() {

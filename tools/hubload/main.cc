@@ -17,6 +17,18 @@ Command::Command(std::string name, Setup setup) {
   Registry().push_back({std::move(name), std::move(setup)});
 }
 
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) {
+    b /= 1024;
+    ++i;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", b, units[i]);
+  return buf;
+}
+
 int Fail(const std::string& command, const std::string& message) {
   std::fprintf(stderr, "hubload %s: %s\n", command.c_str(), message.c_str());
   return 1;
