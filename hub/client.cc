@@ -130,6 +130,9 @@ Status Cancelled(ErrorContext ctx) {
 }
 
 Status WithCtx(Status s, const ErrorContext& ctx) {
+  // Name the repo file in the message when the lower layer (cache, transport) could not.
+  if (!ctx.file.empty() && s.message().find(ctx.file) == std::string::npos)
+    s = s.WithPrefix(ctx.repo_id.empty() ? ctx.file : ctx.repo_id + ": " + ctx.file);
   ErrorContext& c = s.mutable_context();
   if (c.repo_id.empty()) c.repo_id = ctx.repo_id;
   if (c.revision.empty()) c.revision = ctx.revision;

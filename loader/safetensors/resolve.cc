@@ -105,7 +105,7 @@ std::vector<Candidate> AllCandidates(const ResolveOptions& o, const std::string&
 // Variants present in `folder` for the known weights names ("(none)" for non-variant weights).
 std::vector<std::string> VariantsPresent(const std::vector<std::string>& files, const std::string& folder) {
   static const std::regex kNames(
-      R"(^(diffusion_pytorch_model|model|pytorch_model)(?:\.([^./]+))?(?:-\d{5}-of-\d{5})?(?:\.([^./]+))?\.(safetensors|bin)$)");
+      R"(^(diffusion_pytorch_model|model|pytorch_model)(?:\.([^./]+?))?(?:-\d{5}-of-\d{5})?(?:\.([^./]+))?\.(safetensors|bin)$)");
   static const std::regex kIndex(
       R"(^(diffusion_pytorch_model|model|pytorch_model)\.(safetensors|bin)(?:\.([^./]+))?\.index(?:\.([^./]+))?\.json$)");
   std::set<std::string> variants;

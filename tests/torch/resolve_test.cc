@@ -71,6 +71,27 @@ TEST(ResolveWeights, VariantNamesNewAndLegacy) {
   EXPECT_EQ(single.kind, ResolvedWeights::kSingleFile);
 }
 
+TEST(ResolveWeights, MissingVariantListsShardedVariantsByNameNotByShard) {
+  // New-style variant shards (name.V-0000i-of-0000N) and legacy ones (name-0000i-of-0000N.V):
+  // the variant is "fp16" / "bf16", never "fp16-00001-of-00002".
+  std::vector<std::string> files = {
+      "transformer/diffusion_pytorch_model.fp16-00001-of-00002.safetensors",
+      "transformer/diffusion_pytorch_model.fp16-00002-of-00002.safetensors",
+      "transformer/diffusion_pytorch_model.safetensors.index.fp16.json",
+      "transformer/diffusion_pytorch_model-00001-of-00002.bf16.safetensors",
+      "transformer/diffusion_pytorch_model-00002-of-00002.bf16.safetensors",
+      "transformer/diffusion_pytorch_model-00001-of-00002.safetensors",
+      "transformer/diffusion_pytorch_model-00002-of-00002.safetensors",
+      "transformer/diffusion_pytorch_model.safetensors.index.json"};
+  ResolveOptions o;
+  o.subfolder = "transformer";
+  o.variant = "fp99";
+  auto r = ResolveWeights(files, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("variants present: (none), bf16, fp16;"), std::string::npos)
+      << r.status().message();
+}
+
 TEST(ResolveWeights, MissingVariantListsVariantsPresent) {
   std::vector<std::string> files = {"vae/diffusion_pytorch_model.safetensors", "vae/diffusion_pytorch_model.bf16.safetensors",
                                     "vae/diffusion_pytorch_model.safetensors.index.ema.json"};

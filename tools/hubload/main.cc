@@ -1,3 +1,4 @@
+#include <csignal>
 #include <cstdio>
 #include <algorithm>
 #include <map>
@@ -38,6 +39,8 @@ int Fail(const std::string& command, const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace hubload::cli;
+  // A file-size limit (ulimit -f) must give EFBIG errors naming the file, not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"hubload: fetch models from the Hugging Face Hub and load them"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("hubload ") + HUBLOAD_VERSION);
