@@ -10,5 +10,5 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DHUBLOAD_FUZZ=ON -DHUBLO
 cmake --build build-fuzz --target safetensors_header_fuzz
 corpus=build-fuzz/corpus
 mkdir -p "$corpus"
-cp tests/fuzz/seeds/* "$corpus"/ 2>/dev/null || true
+python3 tests/fuzz/make_seeds.py "$corpus"
 build-fuzz/tests/fuzz/safetensors_header_fuzz -max_total_time="$SECS" -max_len=65536 -timeout=10 -rss_limit_mb=2048 "$corpus"
