@@ -241,5 +241,16 @@ Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
   return Status(code, path + ": " + what + ": " + std::strerror(err), {}, std::move(ctx));
 }
 
+
+std::string RegexEscape(const std::string& s) {
+  static const std::string kSpecial = R"(\^$.|?*+()[]{})";
+  std::string out;
+  for (char c : s) {
+    if (kSpecial.find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace internal
 }  // namespace hubload::safetensors

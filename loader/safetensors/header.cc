@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -323,23 +324,32 @@ Status NotRegular(const std::string& path) {
 
 struct Fd {
   int fd = -1;
+  uint64_t size = 0;  // of the regular file, from fstat
+  Fd() = default;
+  Fd(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)), size(o.size) {}
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
 };
 
-}  // namespace
-
-Result<Header> ReadMetadata(const std::string& path) {
+// Opens `path` read-only; refuses anything but a regular file.
+Result<Fd> OpenRegular(const std::string& path) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) return internal::ErrnoStatus(errno, "open", path);
   struct stat st;
   if (::fstat(f.fd, &st) != 0) return internal::ErrnoStatus(errno, "fstat", path);
-  if (!S_ISREG(st.st_mode)) {
-    return NotRegular(path);
-  }
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path);
+  f.size = static_cast<uint64_t>(st.st_size);
+  return f;
+}
+
+}  // namespace
+
+Result<Header> ReadMetadata(const std::string& path) {
+  HUBLOAD_ASSIGN_OR_RETURN(Fd f, OpenRegular(path));
+  uint64_t size = f.size;
   std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(size, 4096)));
   HUBLOAD_ASSIGN_OR_RETURN(size_t got, PreadFull(f.fd, buf.data(), buf.size(), 0, path));
   buf.resize(got);
@@ -354,17 +364,10 @@ Result<Header> ReadMetadata(const std::string& path) {
 }
 
 Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) return internal::ErrnoStatus(errno, "open", path);
-  struct stat st;
-  if (::fstat(f.fd, &st) != 0) return internal::ErrnoStatus(errno, "fstat", path);
-  if (!S_ISREG(st.st_mode)) {
-    return NotRegular(path);
-  }
+  HUBLOAD_ASSIGN_OR_RETURN(Fd f, OpenRegular(path));
   std::shared_ptr<MappedFile> m(new MappedFile());
   m->path_ = path;
-  m->size_ = static_cast<uint64_t>(st.st_size);
+  m->size_ = f.size;
   if (m->size_ > 0) {
     void* p = ::mmap(nullptr, static_cast<size_t>(m->size_), PROT_READ, MAP_SHARED, f.fd, 0);
     if (p == MAP_FAILED) return internal::ErrnoStatus(errno, "mmap", path);

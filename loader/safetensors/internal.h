@@ -11,6 +11,9 @@
 
 namespace hubload::safetensors::internal {
 
+/// `s` with every ECMAScript regex metacharacter escaped (for std::regex patterns built from names).
+std::string RegexEscape(const std::string& s);
+
 /// Offset of the first byte that breaks UTF-8 (RFC 3629: no overlongs, no
 /// surrogates U+D800..DFFF, nothing above U+10FFFF), or npos when valid.
 size_t FindInvalidUtf8(const uint8_t* p, size_t n);

@@ -9,8 +9,11 @@
 #include <system_error>
 #include <unordered_set>
 
+#include "loader/safetensors/internal.h"
+
 namespace hubload {
 namespace {
+using safetensors::internal::RegexEscape;
 
 std::string NormaliseSubfolder(std::string s) {
   while (!s.empty() && s.front() == '/') s.erase(s.begin());
@@ -29,16 +32,6 @@ std::string JoinList(const std::vector<std::string>& v) {
     s += v[i];
   }
   return s;
-}
-
-std::string RegexEscape(const std::string& s) {
-  static const std::string kSpecial = R"(\^$.|?*+()[]{})";
-  std::string out;
-  for (char c : s) {
-    if (kSpecial.find(c) != std::string::npos) out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 struct Candidate {

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "hubload/split.h"
+#include "loader/safetensors/internal.h"
 #include "hubload/torch_loader.h"
 #include "loader/torch/convert.h"
 #include "loader/torch/internal.h"
@@ -46,6 +47,7 @@ std::string ShapeString(at::IntArrayRef s) {
 }  // namespace internal
 
 namespace {
+using safetensors::internal::RegexEscape;
 
 std::optional<at::ScalarType> NativeType(Dtype d) {
   switch (d) {
@@ -475,16 +477,6 @@ Status WriteTextAtomic(const std::string& path, const std::string& text) {
     return st;
   }
   return Status::Ok();
-}
-
-std::string RegexEscape(const std::string& s) {
-  static const std::string kSpecial = R"(\^$.|?*+()[]{})";
-  std::string out;
-  for (char c : s) {
-    if (kSpecial.find(c) != std::string::npos) out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 struct Prepared {

@@ -8,18 +8,7 @@
 
 namespace {
 
-std::string Human(uint64_t b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int i = 0;
-  while (v >= 1024 && i < 4) {
-    v /= 1024;
-    ++i;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", v, u[i]);
-  return buf;
-}
+std::string Human(uint64_t b) { return hubload::cli::HumanBytes(static_cast<double>(b)); }
 
 int Scan(bool as_json, hubload::cli::Global& g) {
   auto info = hubload::ScanCache(g.config.cache_dir);
