@@ -103,6 +103,11 @@ class RepoCache {
   std::string BlobPath(std::string_view etag) const;
   /// blobs/<etag>.incomplete (the partial kept for resuming across runs).
   std::string IncompletePath(std::string_view etag) const;
+  /// blobs/<etag>.ranges.incomplete: the partial of a download made of
+  /// parallel byte ranges (RangedBlobWriter). A different name from
+  /// IncompletePath on purpose: huggingface_hub resumes <etag>.incomplete from
+  /// its size, which is only correct for a contiguous prefix.
+  std::string RangedIncompletePath(std::string_view etag) const;
   std::string SnapshotDir(std::string_view commit) const;
   /// snapshots/<commit>/<path_in_repo>
   std::string PointerPath(std::string_view commit, std::string_view path_in_repo) const;
@@ -197,6 +202,75 @@ class BlobWriter {
   std::unique_ptr<Impl> impl_;
   std::string partial_path_, blob_path_;
   uint64_t offset_ = 0;
+};
+
+/// Writes one large blob whose size is known from parallel byte ranges: the
+/// blob is cut into fixed chunks; each chunk is filled by one thread at a time,
+/// in order within the chunk, with pwrite() at its offset into
+/// blobs/<etag>.ranges.incomplete. Behind the data (at offset `size`) the
+/// partial carries a small journal (magic, chunk size, size, bytes written per
+/// chunk), so a run killed at any point resumes every chunk where it stopped;
+/// Commit() cuts the journal off before the rename. The sha256 is computed while
+/// the bytes arrive: whichever Append extends the contiguous written prefix
+/// hashes it (from its own buffer when it is the next byte, else by reading the
+/// already-written chunks back from the page cache); Commit() hashes whatever
+/// is left. Memory: one 1 MiB buffer per chunk being written.
+///
+/// Thread safety: Append/FinishChunk may be called concurrently for different
+/// chunks; Open/Restart/Commit/Discard are called with no Append running.
+class RangedBlobWriter {
+ public:
+  struct Options {
+    /// Exact size of the blob in bytes (> 0).
+    uint64_t size = 0;
+    /// Chunk size in bytes (>= 1 MiB); the last chunk may be shorter.
+    uint64_t chunk_bytes = 16ull << 20;
+    /// Expected lowercase hex sha256; empty = not checked.
+    std::string expected_sha256;
+    /// Keep the chunks of a partial left by an earlier run with the same size
+    /// and chunk size; otherwise the partial is truncated.
+    bool resume = true;
+  };
+  /// Opens (creates) RangedIncompletePath(etag) of `repo`; the final name is
+  /// BlobPath(etag). Errors: kInvalidArgument (size 0, chunk < 1 MiB),
+  /// kIOError, kDiskFull.
+  static Result<std::unique_ptr<RangedBlobWriter>> Open(const RepoCache& repo, std::string etag, Options options);
+  /// Same with explicit paths (local_dir mode); `label` names the file in messages.
+  static Result<std::unique_ptr<RangedBlobWriter>> OpenPaths(std::string partial_path, std::string final_path,
+                                                             std::string label, Options options);
+  ~RangedBlobWriter();
+
+  size_t num_chunks() const;
+  /// Byte range [chunk_begin(k), chunk_end(k)) of chunk k in the blob.
+  uint64_t chunk_begin(size_t k) const;
+  uint64_t chunk_end(size_t k) const;
+  /// Bytes of chunk k received so far, from its start (buffered bytes included).
+  uint64_t chunk_received(size_t k) const;
+  /// Sum of chunk_received over all chunks (resumed bytes included).
+  uint64_t bytes_received() const;
+  /// Appends n bytes to chunk k at chunk_begin(k) + chunk_received(k).
+  /// Errors: kCorruptDownload (past the chunk end), kDiskFull/kIOError naming
+  /// the partial.
+  Status Append(size_t k, const char* data, size_t n);
+  /// Writes out chunk k's buffered bytes and records them in the journal (call
+  /// when its transfer ends, complete or not).
+  Status FlushChunk(size_t k);
+  /// Drops every byte (server ignored Range, validator changed...).
+  Status Restart();
+  /// Flushes, checks every chunk is complete, finishes the hash, truncates the
+  /// journal, verifies the sha256 and renames to the final name. Errors:
+  /// kCorruptDownload reason "SizeMismatch" (chunks missing; partial kept) or
+  /// "HashMismatch" (partial deleted); kIOError/kDiskFull.
+  Result<std::string> Commit();
+  /// Removes the partial.
+  void Discard();
+  const std::string& partial_path() const { return partial_path_; }
+
+ private:
+  RangedBlobWriter() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string partial_path_, blob_path_;
 };
 
 /// Lowercase hex sha256 of a whole file (OpenSSL EVP). kIOError if unreadable.

@@ -44,11 +44,14 @@ struct ClientOptions {
   /// Files downloaded at once by DownloadFiles/Snapshot (huggingface_hub
   /// snapshot_download max_workers default 8).
   int max_workers = 8;
-  /// Parallel byte ranges of one large file (pwrite into the partial).
-  /// NOT IMPLEMENTED YET: these three fields are accepted and ignored; every
-  /// file currently streams on one connection (sha256 inline), which
-  /// performance.md §2 measured as within ~15% of 4-8 ranges on loopback.
-  /// Files of at least this many bytes would be split; 0 disables.
+  /// Parallel byte ranges of one large file (RangedBlobWriter: pwrite into
+  /// blobs/<etag>.ranges.incomplete, sha256 inline, resumable per chunk).
+  /// Used when the size is known, the file has at least this many bytes and
+  /// no single-stream partial (<etag>.incomplete, e.g. from huggingface_hub)
+  /// is waiting to be resumed. The first range is sent alone: a server that
+  /// answers it with 200 (Range ignored) streams the whole file on that one
+  /// connection, so exactly the file's bytes are transferred (perf S9).
+  /// Files of at least this many bytes are split; 0 disables.
   uint64_t range_threshold_bytes = 256ull << 20;
   /// Byte range size (hf_transfer used 10 MiB; ≥ 1 MiB writes per performance.md).
   uint64_t range_chunk_bytes = 16ull << 20;
@@ -163,6 +166,18 @@ class HubClient {
   /// cached copy on network errors/5xx/401/403 (never on RevisionNotFound or
   /// EntryNotFound), as huggingface_hub does.
   Result<std::string> Download(const FileRequest& req) const;
+
+  /// Reads bytes [offset, offset + length) of `req.filename` at `req.revision`
+  /// without putting the file in the cache: one GET with
+  /// `Range: bytes=offset-(offset+length-1)` (huggingface_hub
+  /// get_safetensors_metadata reads shard headers this way). When the file is
+  /// already cached at that revision (a commit, or a cached ref in offline
+  /// mode) the bytes come from the cache with no request. A server that
+  /// ignores Range has its 200 body cut after the wanted bytes. Returns fewer
+  /// than `length` bytes only at the end of the file. `req.local_dir` and
+  /// `req.force_download` are ignored. Errors: as Download (kEntryNotFound,
+  /// kOfflineMiss, kNetwork, ...); kInvalidArgument when length > 1 GiB.
+  Result<std::string> ReadRange(const FileRequest& req, uint64_t offset, uint64_t length) const;
 
   /// Commit id `revision` currently points to (GET /api/{type}s/{repo}/revision/{rev});
   /// a 40-hex revision is returned as is without a request. Offline: the
