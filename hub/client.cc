@@ -404,6 +404,245 @@ struct HubClient::Impl {
     }
   }
 
+  // Value of If-Range for `m` (a strong validator, quoted).
+  static std::string IfRangeValue(const FileMeta& m) {
+    std::string v = m.raw_etag;
+    if (v.rfind("W/", 0) == 0) v = v.substr(2);
+    if (!v.empty() && v.front() != '"') v = "\"" + v + "\"";
+    return v;
+  }
+
+  // Parallel byte ranges of one file into a RangedBlobWriter (ClientOptions
+  // range_*). The first pending chunk is requested alone; once it answers 206
+  // the other range workers start. A 200 to it means the server ignores Range:
+  // that one response then carries the whole file (exactly size bytes on the
+  // wire). Answers that fit no chunk return kUnsupported reason
+  // "RangesUnusable" (the caller falls back to one stream); other failures
+  // keep the partial, which the next run resumes chunk by chunk.
+  Result<std::string> FetchRanged(const std::function<Result<std::unique_ptr<RangedBlobWriter>>(bool)>& open,
+                                  const std::string& url, const FileMeta& m, const ErrorContext& ctx0,
+                                  Progress* progress, Cancel* cancel, const DownloadCallbacks* cb) const {
+    ErrorContext ctx = ctx0;
+    ctx.url = RedactUrl(url);
+    HUBLOAD_ASSIGN_OR_RETURN(std::unique_ptr<RangedBlobWriter> wp, open(true));
+    RangedBlobWriter& w = *wp;
+    const uint64_t size = static_cast<uint64_t>(m.size);
+    const size_t n = w.num_chunks();
+    uint64_t counted = w.bytes_received();  // bytes reported to `progress` so far
+    if (progress) progress->Add(static_cast<int64_t>(counted));
+    std::mutex mu;
+    size_t next = 0;
+    Status first_err;
+    bool unusable = false;
+    std::atomic<bool> abort{false};
+    auto stop = [&]() { return abort.load() || (cancel && cancel->Cancelled()); };
+    auto fail = [&](Status s, bool ranges_unusable) {
+      std::lock_guard<std::mutex> l(mu);
+      if (first_err.ok()) {
+        first_err = std::move(s);
+        unusable = ranges_unusable;
+      }
+      abort = true;
+    };
+    auto take = [&]() -> std::optional<size_t> {
+      std::lock_guard<std::mutex> l(mu);
+      while (next < n && w.chunk_received(next) == w.chunk_end(next) - w.chunk_begin(next)) ++next;
+      if (next >= n) return std::nullopt;
+      return next++;
+    };
+    auto report_file = [&]() {
+      if (cb && cb->on_file_progress) cb->on_file_progress(ctx.file, w.bytes_received(), size);
+    };
+    std::mutex progress_mu;
+    auto add_progress = [&](int64_t d) {
+      if (!progress) return;
+      std::lock_guard<std::mutex> l(progress_mu);
+      counted = static_cast<uint64_t>(static_cast<int64_t>(counted) + d);
+      progress->Add(d);
+    };
+
+    // One chunk until it is complete (resumed within the chunk after network
+    // errors). `on_first_206` runs once when the probe learns ranges work;
+    // `whole` is set when the probe got 200 and streamed the file instead.
+    std::vector<std::thread> workers;
+    auto fetch_chunk = [&](size_t k, bool probe, const std::function<void()>& on_first_206) -> Status {
+      int failures = 0;
+      while (true) {
+        if (stop()) return Status::Ok();
+        uint64_t b = w.chunk_begin(k) + w.chunk_received(k), e = w.chunk_end(k);
+        if (b >= e) return Status::Ok();
+        struct Sink : BodySink {
+          RangedBlobWriter* w;
+          size_t k;
+          uint64_t b = 0, e = 0, size = 0, got = 0, pos = 0;
+          bool probe = false, whole = false, mismatch = false;
+          const FileMeta* m;
+          std::function<bool()> stop;
+          std::function<void(int64_t)> add;
+          std::function<void()> report, on_206;
+          Status err;
+          bool OnResponseStart(const HttpResponse& h) override {
+            if (h.status == 206) {
+              int64_t first = 0, total = 0;
+              auto cr = h.headers.Get("Content-Range");
+              std::string e2 =
+                  NormalizeEtag(h.headers.Get("X-Linked-Etag").value_or(h.headers.Get("ETag").value_or("")));
+              if (!cr || !ParseContentRange(*cr, &first, &total) || first != static_cast<int64_t>(b) ||
+                  total != static_cast<int64_t>(size) || ((e2.size() == 40 || e2.size() == 64) && IsHex(e2) && e2 != m->etag)) {
+                mismatch = true;
+                return false;
+              }
+              if (on_206) on_206();
+              return true;
+            }
+            if (!probe) {  // 200 to a later range: the server changed its mind
+              mismatch = true;
+              return false;
+            }
+            // Range ignored (or If-Range failed): the body is the whole file.
+            whole = true;
+            if (w->bytes_received() > 0) {
+              add(-static_cast<int64_t>(w->bytes_received()));
+              err = w->Restart();
+              if (!err.ok()) return false;
+            }
+            return true;
+          }
+          bool OnData(const char* d, size_t len) override {
+            if (stop()) return false;
+            if (!whole) {
+              err = w->Append(k, d, len);
+              if (!err.ok()) return false;
+            } else {
+              // Spread the sequential body over the chunks in order.
+              while (len > 0) {
+                size_t ck = ChunkOf(pos);
+                uint64_t room = w->chunk_end(ck) - pos;
+                size_t t = static_cast<size_t>(std::min<uint64_t>(room, len));
+                err = w->Append(ck, d, t);
+                if (!err.ok()) return false;
+                pos += t;
+                d += t;
+                len -= t;
+                if (pos == w->chunk_end(ck)) {
+                  err = w->FlushChunk(ck);
+                  if (!err.ok()) return false;
+                }
+                add(static_cast<int64_t>(t));
+              }
+              report();
+              return true;
+            }
+            got += len;
+            add(static_cast<int64_t>(len));
+            report();
+            return true;
+          }
+          size_t ChunkOf(uint64_t off) const {
+            size_t lo = 0, hi = w->num_chunks() - 1;
+            while (lo < hi) {
+              size_t mid = (lo + hi + 1) / 2;
+              if (w->chunk_begin(mid) <= off) lo = mid;
+              else hi = mid - 1;
+            }
+            return lo;
+          }
+        } sink;
+        sink.w = &w;
+        sink.k = k;
+        sink.b = b;
+        sink.e = e;
+        sink.size = size;
+        sink.probe = probe;
+        sink.m = &m;
+        sink.stop = stop;
+        sink.add = add_progress;
+        sink.report = report_file;
+        sink.on_206 = on_first_206;
+        HttpRequest req;
+        req.url = url;
+        AddAuth(&req);
+        req.headers.emplace_back("Range", "bytes=" + std::to_string(b) + "-" + std::to_string(e - 1));
+        if (std::string v = IfRangeValue(m); !v.empty()) req.headers.emplace_back("If-Range", v);
+        auto r = http->Send(req, &sink);
+        Status fl = sink.whole ? Status::Ok() : w.FlushChunk(k);
+        if (!sink.err.ok()) return sink.err;
+        if (!fl.ok()) return fl;
+        if (sink.mismatch)
+          return Status(Code::kUnsupported,
+                        "the server answered a byte range of '" + ctx.file + "' with a response that does not fit it",
+                        "RangesUnusable", ctx);
+        if (stop()) return Status::Ok();
+        if (!r.ok()) {
+          if (r.status().code() != Code::kNetwork) return r.status();
+          if (sink.got > 0 || sink.pos > 0) failures = 0;
+          if (++failures > opt.max_resume_attempts) return r.status();
+          spdlog::debug("resuming {} bytes {}- after: {}", ctx.file, w.chunk_begin(k) + w.chunk_received(k),
+                        r.status().message());
+          if (sink.whole) return Status(Code::kUnsupported, "whole-file answer broke off", "RangesUnusable", ctx);
+          continue;
+        }
+        if (r->status >= 300) return StatusFromHttp(r->status, r->headers, r->body, ctx);
+        if (sink.whole) {
+          if (sink.pos != size)
+            return Status(Code::kNetwork,
+                          "connection closed after " + std::to_string(sink.pos) + " of " + std::to_string(size) +
+                              " bytes of '" + ctx.file + "'",
+                          "ConnectionLost", ctx);
+          abort = true;  // every chunk is written; nothing left for workers
+          return Status::Ok();
+        }
+        if (w.chunk_received(k) < e - w.chunk_begin(k)) {
+          if (sink.got > 0) failures = 0;
+          if (++failures > opt.max_resume_attempts)
+            return Status(Code::kNetwork, "connection closed early while downloading '" + ctx.file + "'",
+                          "ConnectionLost", ctx);
+          continue;
+        }
+        return Status::Ok();
+      }
+    };
+    auto worker = [&]() {
+      while (!stop()) {
+        auto k = take();
+        if (!k) return;
+        Status s = fetch_chunk(*k, false, nullptr);
+        if (!s.ok()) fail(s, s.reason() == "RangesUnusable");
+      }
+    };
+    int extra = std::max(0, opt.max_ranges_per_file - 1);
+    bool started = false;
+    auto start_workers = [&]() {
+      if (started) return;
+      started = true;
+      for (int i = 0; i < extra; ++i) workers.emplace_back(worker);
+    };
+    if (auto k0 = take()) {
+      Status s = fetch_chunk(*k0, true, start_workers);
+      if (!s.ok()) fail(s, s.reason() == "RangesUnusable");
+      if (first_err.ok() && !abort.load()) {
+        start_workers();  // resumed: the probe chunk may have been the last one short
+        worker();
+      }
+    }
+    for (auto& t : workers) t.join();
+    if (first_err.ok() && cancel && cancel->Cancelled()) return Cancelled(ctx);
+    if (!first_err.ok()) {
+      if (unusable) {
+        add_progress(-static_cast<int64_t>(counted));
+        wp->Discard();
+        return first_err;
+      }
+      return WithCtx(first_err, ctx);
+    }
+    auto c = w.Commit();
+    if (!c.ok()) {
+      if (c.status().reason() == "HashMismatch") add_progress(-static_cast<int64_t>(counted));
+      return WithCtx(c.status(), ctx);
+    }
+    return c;
+  }
+
   Status CheckFreeSpace(const std::string& dir, int64_t need, const ErrorContext& ctx) const {
     if (!opt.check_free_space || need <= 0) return Status::Ok();
     std::error_code ec;
@@ -444,20 +683,59 @@ struct HubClient::Impl {
       if (progress && m.size > 0) progress->Add(m.size);
       return rc.LinkSnapshot(m.commit, path, m.etag, opt.use_symlinks);
     }
-    struct stat st;
-    int64_t have = ::stat(rc.IncompletePath(m.etag).c_str(), &st) == 0 ? st.st_size : 0;
-    HUBLOAD_RETURN_IF_ERROR(CheckFreeSpace(rc.repo_dir() + "/blobs", m.size - have, ctx));
     std::string url = m.location.empty() ? ResolveUrlFor(rc.repo_type(), rc.repo_id(), rev_for_url, path) : m.location;
     bool lfs = m.etag.size() == 64 && IsHex(m.etag);
+    HUBLOAD_RETURN_IF_ERROR(FetchInto(rc.IncompletePath(m.etag), rc.RangedIncompletePath(m.etag),
+                                      rc.BlobPath(m.etag), "blob " + m.etag, rc.repo_dir() + "/blobs", url, m, lfs,
+                                      ctx, progress, cancel, cb));
+    return rc.LinkSnapshot(m.commit, path, m.etag, opt.use_symlinks);
+  }
+
+  // True when the ranged path applies to `m` (see ClientOptions::range_threshold_bytes).
+  bool UseRanges(const FileMeta& m, const std::string& single_partial) const {
+    if (opt.range_threshold_bytes == 0 || opt.max_ranges_per_file < 2 || m.size <= 0 ||
+        static_cast<uint64_t>(m.size) < opt.range_threshold_bytes)
+      return false;
+    struct stat st;
+    // A single-stream partial (ours or huggingface_hub's) is resumed as it is.
+    return !(::stat(single_partial.c_str(), &st) == 0 && st.st_size > 0);
+  }
+
+  // Downloads `m` from `url` to `final_path` through a partial: parallel ranges
+  // for large files, else one resumable stream. Checks free space first (B37).
+  Status FetchInto(const std::string& single_partial, const std::string& ranged_partial, const std::string& final_path,
+                   const std::string& label, const std::string& dir, const std::string& url, const FileMeta& m,
+                   bool lfs, const ErrorContext& ctx, Progress* progress, Cancel* cancel,
+                   const DownloadCallbacks* cb) const {
+    struct stat st;
+    int64_t have = 0;
+    if (::stat(single_partial.c_str(), &st) == 0) have = st.st_size;
+    if (::stat(ranged_partial.c_str(), &st) == 0)  // sparse: count allocated bytes
+      have = std::max<int64_t>(have, std::min<int64_t>(static_cast<int64_t>(st.st_blocks) * 512, m.size));
+    HUBLOAD_RETURN_IF_ERROR(CheckFreeSpace(dir, m.size - have, ctx));
+    if (UseRanges(m, single_partial)) {
+      auto open_ranged = [&](bool resume) {
+        RangedBlobWriter::Options o;
+        o.size = static_cast<uint64_t>(m.size);
+        o.chunk_bytes = std::max<uint64_t>(opt.range_chunk_bytes, 1ull << 20);
+        o.expected_sha256 = lfs ? m.etag : std::string();
+        o.resume = resume;
+        return RangedBlobWriter::OpenPaths(ranged_partial, final_path, label, o);
+      };
+      auto r = FetchRanged(open_ranged, url, m, ctx, progress, cancel, cb);
+      if (r.ok()) return Status::Ok();
+      const std::string& why = r.status().reason();
+      if (why != "RangesUnusable" && why != "HashMismatch") return r.status();
+      spdlog::warn("{}: {}; downloading it again on one connection", ctx.file, r.status().message());
+    }
     auto open = [&](bool resume) {
       BlobWriter::Options o;
       o.expected_size = m.size;
       o.expected_sha256 = lfs ? m.etag : std::string();
       o.resume = resume;
-      return BlobWriter::Open(rc, m.etag, o);
+      return BlobWriter::OpenPaths(single_partial, final_path, label, o);
     };
-    HUBLOAD_RETURN_IF_ERROR(Fetch(open, url, m, ctx, progress, cancel, cb).status());
-    return rc.LinkSnapshot(m.commit, path, m.etag, opt.use_symlinks);
+    return Fetch(open, url, m, ctx, progress, cancel, cb).status();
   }
 
   // ---- local_dir mode (huggingface_hub _local_folder.py) ----
@@ -525,17 +803,12 @@ struct HubClient::Impl {
     }
     HUBLOAD_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(LocalMetaPath(dir, path) + ".lock", opt.lock_timeout_s));
     std::string partial = dir + "/.cache/huggingface/download/" + path + "." + m.etag + ".incomplete";
-    HUBLOAD_RETURN_IF_ERROR(CheckFreeSpace(fs::path(partial).parent_path().string(), m.size, ctx));
+    std::string ranged = dir + "/.cache/huggingface/download/" + path + "." + m.etag + ".ranges.incomplete";
     std::string url = m.location.empty() ? ResolveUrlFor(t, repo, rev, path) : m.location;
     bool lfs = m.etag.size() == 64 && IsHex(m.etag);
-    auto open = [&](bool resume) {
-      BlobWriter::Options o;
-      o.expected_size = m.size;
-      o.expected_sha256 = lfs ? m.etag : std::string();
-      o.resume = resume;
-      return BlobWriter::OpenPaths(partial, target, "'" + path + "'", o);
-    };
-    HUBLOAD_RETURN_IF_ERROR(Fetch(open, url, m, ctx, progress, cancel, cb).status());
+    HUBLOAD_RETURN_IF_ERROR(FetchInto(partial, ranged, target, "'" + path + "'",
+                                      fs::path(partial).parent_path().string(), url, m, lfs, ctx, progress, cancel,
+                                      cb));
     HUBLOAD_RETURN_IF_ERROR(WriteLocalMeta(dir, path, m.commit, m.etag));
     return target;
   }
@@ -758,6 +1031,73 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
                            im.Materialize(rc, *m, req.filename, req.revision, req.force_download, nullptr, nullptr, nullptr));
   if (req.revision != m->commit) HUBLOAD_RETURN_IF_ERROR(WithCtx(rc.WriteRef(req.revision, m->commit), ctx));
   return path;
+}
+
+Result<std::string> HubClient::ReadRange(const FileRequest& req, uint64_t offset, uint64_t length) const {
+  const Impl& im = *impl_;
+  ErrorContext ctx = im.Ctx(req.repo_id, req.revision, req.filename);
+  HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(req.repo_id), ctx));
+  HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(req.revision), ctx));
+  HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoPath(req.filename), ctx));
+  if (length > (1ull << 30))
+    return Status(Code::kInvalidArgument,
+                  "ReadRange of '" + req.filename + "' asks for " + std::to_string(length) + " bytes (limit 1 GiB)",
+                  "RangeTooLarge", ctx);
+  if (length == 0) return std::string();
+  RepoCache rc(im.opt.config.cache_dir, req.repo_id, req.repo_type);
+  std::optional<std::string> commit;
+  if (IsCommitHash(req.revision)) commit = req.revision;
+  else if (im.opt.config.offline) commit = rc.LocalCommit(req.revision);
+  if (commit) {
+    if (auto p = rc.CachedPointer(*commit, req.filename)) {
+      std::ifstream in(*p, std::ios::binary);
+      if (!in) return Status(Code::kIOError, "cannot open cached " + *p, "IOError", ctx);
+      in.seekg(static_cast<std::streamoff>(offset));
+      std::string out(length, '\0');
+      in.read(out.data(), static_cast<std::streamsize>(length));
+      out.resize(in ? length : static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+      return out;
+    }
+  }
+  if (im.opt.config.offline) return im.OfflineMiss(rc, req.revision, req.filename);
+  std::string url = im.ResolveUrlFor(req.repo_type, req.repo_id, req.revision, req.filename);
+  ctx.url = RedactUrl(url);
+  struct Sink : BodySink {
+    uint64_t skip = 0, want = 0;
+    std::string out;
+    bool OnResponseStart(const HttpResponse& h) override {
+      if (h.status != 206) return true;  // 200: Range ignored, cut the body here
+      skip = 0;
+      return true;
+    }
+    bool OnData(const char* d, size_t n) override {
+      if (skip > 0) {
+        size_t s = static_cast<size_t>(std::min<uint64_t>(skip, n));
+        skip -= s;
+        d += s;
+        n -= s;
+      }
+      size_t t = static_cast<size_t>(std::min<uint64_t>(want - out.size(), n));
+      out.append(d, t);
+      return out.size() < want;  // stop reading once we have enough
+    }
+  } sink;
+  sink.skip = offset;
+  sink.want = length;
+  HttpRequest hr;
+  hr.url = url;
+  hr.timeout_s = im.opt.metadata_timeout_s + static_cast<double>(length) / (1 << 20);
+  hr.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1));
+  hr.headers.emplace_back("Accept-Encoding", "identity");
+  im.AddAuth(&hr);
+  auto r = im.http->Send(hr, &sink);
+  if (!r.ok()) {
+    if (r.status().reason() == "SinkAborted" && sink.out.size() == length) return std::move(sink.out);
+    return WithCtx(r.status(), ctx);
+  }
+  if (r->status == 416) return std::string();  // offset at or past the end
+  if (r->status >= 300) return StatusFromHttp(r->status, r->headers, r->body, ctx);
+  return std::move(sink.out);
 }
 
 Result<std::string> HubClient::ResolveCommit(const std::string& repo_id, const std::string& revision,

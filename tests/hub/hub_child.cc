@@ -1,5 +1,6 @@
 // Helper process for multi-process tests: downloads one file into a cache.
 //   hub_child ENDPOINT CACHE_DIR REPO_ID FILE [RLIMIT_FSIZE_BYTES]
+// Env HUB_CHILD_RANGE_CHUNK=N: parallel ranges of N bytes (4 at once) for any file of >= N bytes.
 // Exit: 0 ok (prints the local path), 3 DiskFull, 1 other error (message on stderr).
 #include <signal.h>
 #include <sys/resource.h>
@@ -23,6 +24,11 @@ int main(int argc, char** argv) {
   o.config.token = "";
   o.retry.initial_backoff_s = 0.01;
   o.retry.max_backoff_s = 0.05;
+  if (const char* c = std::getenv("HUB_CHILD_RANGE_CHUNK")) {
+    o.range_chunk_bytes = std::strtoull(c, nullptr, 10);
+    o.range_threshold_bytes = o.range_chunk_bytes;
+    o.max_ranges_per_file = 4;
+  }
   hubload::FileRequest req;
   req.repo_id = argv[3];
   req.filename = argv[4];

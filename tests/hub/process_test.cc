@@ -134,6 +134,55 @@ TEST(HubProcesses, SigkillAtRandomPointsThenRerunVerifies) {
   }
 }
 
+// Bytes the ranged partial's journal records as written (format in hubload/cache.h:
+// data, then magic[16], size u64le, chunk u64le, one u64le per chunk).
+uint64_t JournaledBytes(const fs::path& partial, uint64_t size, uint64_t chunk) {
+  std::string all = ReadAll(partial);
+  uint64_t n = (size + chunk - 1) / chunk;
+  if (all.size() != size + 32 + 8 * n || all.compare(size, 16, "hubload-ranges1\n") != 0) return 0;
+  uint64_t sum = 0;
+  for (uint64_t k = 0; k < n; ++k) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(all[size + 32 + 8 * k + i]);
+    sum += v;
+  }
+  return sum;
+}
+
+TEST(HubProcesses, SigkillDuringParallelRangesThenRerunFetchesOnlyWhatIsMissing) {
+  // performance.md S10 with ranges: a killed run keeps every chunk's journaled bytes.
+  auto hub = StartTestHub();
+  ASSERT_TRUE(hub);
+  const uint64_t chunk = 1 << 20;
+  std::string data = Pattern(12 << 20, 4);
+  std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
+  hub->AddRepo("org/m", {{"model.safetensors", data}}, SmallLfs());
+  hub->faults().SetBandwidthBytesPerSec(1 << 20);  // per connection: 4 MiB/s for the 4 ranges
+  TempDir cache;
+  fs::path blobs = cache.path() / "models--org--m/blobs";
+  setenv("HUB_CHILD_RANGE_CHUNK", std::to_string(chunk).c_str(), 1);
+  std::mt19937 rng(777);
+  fs::path partial = blobs / (sha + ".ranges.incomplete");
+  uint64_t kept = 0;
+  for (int round = 0; round < 5 && kept == 0; ++round) {
+    pid_t pid = Spawn({HUB_CHILD_BIN, hub->url(), cache.str(), "org/m", "model.safetensors"}, "/dev/null");
+    // Long enough for whole 1 MiB chunks to land (1 s each); one round moves at most 1.4 s x 4 MiB/s < 12 MiB.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100 + rng() % 300));
+    kill(pid, SIGKILL);
+    Wait(pid, 10);
+    ASSERT_FALSE(fs::exists(blobs / sha)) << "round " << round;
+    if (fs::exists(partial)) kept = JournaledBytes(partial, data.size(), chunk);
+  }
+  ASSERT_GT(kept, 0u) << "no chunk completed before the kills";
+  uint64_t sent_before = BytesFor(*hub, sha);
+  hub->faults().SetBandwidthBytesPerSec(0);
+  EXPECT_EQ(Wait(Spawn({HUB_CHILD_BIN, hub->url(), cache.str(), "org/m", "model.safetensors"}, "/dev/null"), 60), 0);
+  unsetenv("HUB_CHILD_RANGE_CHUNK");
+  EXPECT_EQ(hubload::testing::Sha256Hex(ReadAll(blobs / sha).data(), data.size()), sha);
+  EXPECT_FALSE(fs::exists(partial));
+  EXPECT_EQ(BytesFor(*hub, sha) - sent_before, data.size() - kept);  // exactly the missing bytes
+}
+
 TEST(HubProcesses, DiskFullGivesClearErrorAndNoBlob) {
   // B37 via RLIMIT_FSIZE: the child may write at most 1 MiB per file.
   auto hub = StartTestHub();

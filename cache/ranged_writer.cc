@@ -1,0 +1,318 @@
+// RangedBlobWriter: one blob filled by parallel byte ranges with pwrite(),
+// a per-chunk journal behind the data for resume, and a sha256 that follows
+// the contiguous written prefix as it grows (see hubload/cache.h).
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include "cache/util.h"
+#include "hubload/cache.h"
+
+namespace hubload {
+namespace {
+
+constexpr uint64_t kMinChunk = 1ull << 20;
+constexpr size_t kFlushBytes = 1 << 20;  // >= 1 MiB writes (performance.md §2)
+constexpr char kMagic[16] = {'h', 'u', 'b', 'l', 'o', 'a', 'd', '-', 'r', 'a', 'n', 'g', 'e', 's', '1', '\n'};
+constexpr uint64_t kTrailerHead = 32;  // magic + size + chunk_bytes
+
+void PutLe64(unsigned char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint64_t GetLe64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+Status PwriteAll(int fd, const void* data, size_t n, uint64_t off, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return cache_internal::IoError("cannot write partial download", path, errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    off += static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
+}
+
+std::string Hex(const unsigned char* md, unsigned len) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s.push_back(hex[md[i] >> 4]);
+    s.push_back(hex[md[i] & 15]);
+  }
+  return s;
+}
+
+}  // namespace
+
+struct RangedBlobWriter::Impl {
+  struct Chunk {
+    std::atomic<uint64_t> flushed{0};   // bytes on disk (and in the journal)
+    std::atomic<uint64_t> received{0};  // flushed + buffered
+    std::vector<char> buf;              // touched only by the chunk's writer thread
+  };
+  int fd = -1;
+  Options opt;
+  std::string label;
+  size_t n = 0;
+  std::unique_ptr<Chunk[]> chunks;
+  // Hash state: the contiguous prefix [0, cursor) is hashed.
+  std::mutex hash_mu;
+  EVP_MD_CTX* md = nullptr;
+  uint64_t cursor = 0;
+  std::vector<char> scratch;
+
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+    if (md) EVP_MD_CTX_free(md);
+  }
+  uint64_t Begin(size_t k) const { return static_cast<uint64_t>(k) * opt.chunk_bytes; }
+  uint64_t End(size_t k) const { return std::min(opt.size, Begin(k) + opt.chunk_bytes); }
+  uint64_t TrailerLen() const { return kTrailerHead + 8 * static_cast<uint64_t>(n); }
+
+  Status WriteTrailerHead(const std::string& path) {
+    unsigned char head[kTrailerHead];
+    std::memcpy(head, kMagic, 16);
+    PutLe64(head + 16, opt.size);
+    PutLe64(head + 24, opt.chunk_bytes);
+    return PwriteAll(fd, head, sizeof head, opt.size, path);
+  }
+  // Empty partial of the right length (sparse) with a zeroed journal.
+  Status Reset(const std::string& path) {
+    if (::ftruncate(fd, 0) != 0) return cache_internal::IoError("cannot truncate", path, errno);
+    if (::ftruncate(fd, static_cast<off_t>(opt.size + TrailerLen())) != 0)
+      return cache_internal::IoError("cannot size partial download", path, errno);
+    for (size_t k = 0; k < n; ++k) {
+      chunks[k].flushed = 0;
+      chunks[k].received = 0;
+      chunks[k].buf.clear();
+    }
+    std::lock_guard<std::mutex> l(hash_mu);
+    EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
+    cursor = 0;
+    return WriteTrailerHead(path);
+  }
+  // Reads back the journal of an earlier run; false when it does not fit.
+  bool LoadJournal(uint64_t file_size) {
+    if (file_size != opt.size + TrailerLen()) return false;
+    std::vector<unsigned char> t(TrailerLen());
+    size_t got = 0;
+    while (got < t.size()) {
+      ssize_t r = ::pread(fd, t.data() + got, t.size() - got, static_cast<off_t>(opt.size + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    if (std::memcmp(t.data(), kMagic, 16) != 0 || GetLe64(t.data() + 16) != opt.size ||
+        GetLe64(t.data() + 24) != opt.chunk_bytes)
+      return false;
+    for (size_t k = 0; k < n; ++k) {
+      uint64_t v = GetLe64(t.data() + kTrailerHead + 8 * k);
+      if (v > End(k) - Begin(k)) return false;
+      chunks[k].flushed = v;
+      chunks[k].received = v;
+    }
+    return true;
+  }
+  // Hashes forward from `cursor` over whatever is contiguous on disk. Caller holds hash_mu.
+  Status AdvanceLocked(const std::string& path) {
+    while (cursor < opt.size) {
+      size_t c = static_cast<size_t>(cursor / opt.chunk_bytes);
+      uint64_t avail = Begin(c) + chunks[c].flushed.load(std::memory_order_acquire) - cursor;
+      if (avail == 0) break;
+      if (scratch.empty()) scratch.resize(kFlushBytes);
+      size_t want = static_cast<size_t>(std::min<uint64_t>(avail, scratch.size()));
+      ssize_t r = ::pread(fd, scratch.data(), want, static_cast<off_t>(cursor));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return cache_internal::IoError("cannot read back partial download", path, errno);
+      if (r == 0) return Status(Code::kIOError, "partial download " + path + " is shorter than its journal says",
+                                "ShortRead", cache_internal::FileCtx(path));
+      EVP_DigestUpdate(md, scratch.data(), static_cast<size_t>(r));
+      cursor += static_cast<uint64_t>(r);
+    }
+    return Status::Ok();
+  }
+  Status Flush(size_t k, const std::string& path) {
+    Chunk& c = chunks[k];
+    if (c.buf.empty()) return Status::Ok();
+    uint64_t off = Begin(k) + c.flushed.load(std::memory_order_relaxed);
+    HUBLOAD_RETURN_IF_ERROR(PwriteAll(fd, c.buf.data(), c.buf.size(), off, path));
+    uint64_t now = c.flushed.load(std::memory_order_relaxed) + c.buf.size();
+    c.flushed.store(now, std::memory_order_release);
+    unsigned char le[8];
+    PutLe64(le, now);
+    // Journal after data: a run killed in between re-fetches this buffer only.
+    HUBLOAD_RETURN_IF_ERROR(PwriteAll(fd, le, 8, opt.size + kTrailerHead + 8 * k, path));
+    Status st;
+    {
+      std::unique_lock<std::mutex> l(hash_mu, std::try_to_lock);
+      if (l.owns_lock()) {
+        if (cursor == off) {  // the next bytes of the hash: take them from memory
+          EVP_DigestUpdate(md, c.buf.data(), c.buf.size());
+          cursor += c.buf.size();
+        }
+        st = AdvanceLocked(path);
+      }
+    }
+    c.buf.clear();
+    return st;
+  }
+};
+
+std::string RepoCache::RangedIncompletePath(std::string_view etag) const {
+  return BlobPath(etag) + ".ranges.incomplete";
+}
+
+Result<std::unique_ptr<RangedBlobWriter>> RangedBlobWriter::Open(const RepoCache& repo, std::string etag,
+                                                                 Options options) {
+  return OpenPaths(repo.RangedIncompletePath(etag), repo.BlobPath(etag), "blob " + etag, std::move(options));
+}
+
+Result<std::unique_ptr<RangedBlobWriter>> RangedBlobWriter::OpenPaths(std::string partial_path, std::string final_path,
+                                                                      std::string label, Options options) {
+  if (options.size == 0)
+    return Status(Code::kInvalidArgument, "ranged download of " + label + " needs a known, non-zero size",
+                  "BadRangeOptions");
+  if (options.chunk_bytes < kMinChunk)
+    return Status(Code::kInvalidArgument,
+                  "range chunk of " + std::to_string(options.chunk_bytes) + " bytes for " + label +
+                      " is below the 1 MiB minimum",
+                  "BadRangeOptions");
+  std::unique_ptr<RangedBlobWriter> w(new RangedBlobWriter());
+  w->impl_ = std::make_unique<Impl>();
+  Impl& im = *w->impl_;
+  im.opt = std::move(options);
+  im.label = std::move(label);
+  im.n = static_cast<size_t>((im.opt.size + im.opt.chunk_bytes - 1) / im.opt.chunk_bytes);
+  im.chunks = std::make_unique<Impl::Chunk[]>(im.n);
+  im.md = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(im.md, EVP_sha256(), nullptr);
+  w->partial_path_ = std::move(partial_path);
+  w->blob_path_ = std::move(final_path);
+  std::error_code ec;
+  for (const std::string* p : {&w->partial_path_, &w->blob_path_}) {
+    std::filesystem::create_directories(std::filesystem::path(*p).parent_path(), ec);
+    if (ec) return cache_internal::IoError("cannot create folder for", *p, ec.value());
+  }
+  im.fd = ::open(w->partial_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (im.fd < 0) return cache_internal::IoError("cannot open partial download", w->partial_path_, errno);
+  struct stat st;
+  if (::fstat(im.fd, &st) != 0) return cache_internal::IoError("cannot stat", w->partial_path_, errno);
+  if (im.opt.resume && im.LoadJournal(static_cast<uint64_t>(st.st_size))) return w;
+  HUBLOAD_RETURN_IF_ERROR(im.Reset(w->partial_path_));
+  return w;
+}
+
+RangedBlobWriter::~RangedBlobWriter() {
+  // Keep what was received: the journal makes it resumable.
+  if (impl_ && impl_->fd >= 0)
+    for (size_t k = 0; k < impl_->n; ++k) (void)impl_->Flush(k, partial_path_);
+}
+
+size_t RangedBlobWriter::num_chunks() const { return impl_->n; }
+uint64_t RangedBlobWriter::chunk_begin(size_t k) const { return impl_->Begin(k); }
+uint64_t RangedBlobWriter::chunk_end(size_t k) const { return impl_->End(k); }
+uint64_t RangedBlobWriter::chunk_received(size_t k) const { return impl_->chunks[k].received.load(); }
+uint64_t RangedBlobWriter::bytes_received() const {
+  uint64_t s = 0;
+  for (size_t k = 0; k < impl_->n; ++k) s += impl_->chunks[k].received.load(std::memory_order_relaxed);
+  return s;
+}
+
+Status RangedBlobWriter::Append(size_t k, const char* data, size_t n) {
+  Impl& im = *impl_;
+  if (k >= im.n)
+    return Status(Code::kInvalidArgument, "chunk " + std::to_string(k) + " out of range for " + im.label,
+                  "BadChunk", cache_internal::FileCtx(partial_path_));
+  Impl::Chunk& c = im.chunks[k];
+  uint64_t got = c.received.load(std::memory_order_relaxed);
+  if (got + n > im.End(k) - im.Begin(k))
+    return Status(Code::kCorruptDownload,
+                  "received more bytes than chunk " + std::to_string(k) + " of " + im.label + " holds (bytes " +
+                      std::to_string(im.Begin(k)) + "-" + std::to_string(im.End(k) - 1) + ")",
+                  "SizeMismatch", cache_internal::FileCtx(partial_path_));
+  while (n > 0) {
+    if (c.buf.capacity() == 0) c.buf.reserve(kFlushBytes);
+    size_t take = std::min(n, kFlushBytes - c.buf.size());
+    c.buf.insert(c.buf.end(), data, data + take);
+    c.received.fetch_add(take, std::memory_order_relaxed);
+    data += take;
+    n -= take;
+    if (c.buf.size() >= kFlushBytes) HUBLOAD_RETURN_IF_ERROR(im.Flush(k, partial_path_));
+  }
+  return Status::Ok();
+}
+
+Status RangedBlobWriter::FlushChunk(size_t k) {
+  if (k >= impl_->n) return Status::Ok();
+  Status s = impl_->Flush(k, partial_path_);
+  if (impl_->chunks[k].buf.empty()) std::vector<char>().swap(impl_->chunks[k].buf);  // release the buffer
+  return s;
+}
+
+Status RangedBlobWriter::Restart() { return impl_->Reset(partial_path_); }
+
+Result<std::string> RangedBlobWriter::Commit() {
+  Impl& im = *impl_;
+  ErrorContext ctx = cache_internal::FileCtx(partial_path_);
+  for (size_t k = 0; k < im.n; ++k) HUBLOAD_RETURN_IF_ERROR(im.Flush(k, partial_path_));
+  for (size_t k = 0; k < im.n; ++k) {
+    if (im.chunks[k].flushed.load() != im.End(k) - im.Begin(k))
+      return Status(Code::kCorruptDownload,
+                    "download of " + im.label + " is missing bytes " +
+                        std::to_string(im.Begin(k) + im.chunks[k].flushed.load()) + "-" +
+                        std::to_string(im.End(k) - 1) + " (partial kept for resuming)",
+                    "SizeMismatch", ctx);
+  }
+  std::string got;
+  {
+    std::lock_guard<std::mutex> l(im.hash_mu);
+    HUBLOAD_RETURN_IF_ERROR(im.AdvanceLocked(partial_path_));
+    EVP_MD_CTX* c = EVP_MD_CTX_new();
+    EVP_MD_CTX_copy_ex(c, im.md);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(c, md, &len);
+    EVP_MD_CTX_free(c);
+    got = Hex(md, len);
+  }
+  if (!im.opt.expected_sha256.empty() && got != im.opt.expected_sha256) {
+    Discard();
+    return Status(Code::kCorruptDownload,
+                  "sha256 of downloaded " + im.label + " is " + got + ", expected " + im.opt.expected_sha256 +
+                      " (partial discarded)",
+                  "HashMismatch", ctx);
+  }
+  if (::ftruncate(im.fd, static_cast<off_t>(im.opt.size)) != 0)
+    return cache_internal::IoError("cannot cut the journal off", partial_path_, errno);
+  if (::rename(partial_path_.c_str(), blob_path_.c_str()) != 0)
+    return cache_internal::IoError("cannot move verified blob to", blob_path_, errno);
+  ::close(im.fd);
+  im.fd = -1;
+  return blob_path_;
+}
+
+void RangedBlobWriter::Discard() {
+  Impl& im = *impl_;
+  for (size_t k = 0; k < im.n; ++k) im.chunks[k].buf.clear();
+  ::unlink(partial_path_.c_str());
+  if (im.fd >= 0) ::close(im.fd);
+  im.fd = -1;
+}
+
+}  // namespace hubload

@@ -1,0 +1,297 @@
+// Parallel byte ranges of one large file (ClientOptions range_*) and
+// HubClient::ReadRange, against the in-process `hubload serve` with its access
+// log. Expected bytes and hashes come from the test's own data (OpenSSL); byte
+// counts on the wire come from the server's access log.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "hubload/hub.h"
+#include "testing/hub_server.h"
+#include "testing/util.h"
+
+namespace fs = std::filesystem;
+using hubload::Code;
+using hubload::testing::TempDir;
+using hubload::testing::TestHub;
+
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+std::string Bytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = 0x12345678u ^ seed;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    s[i] = static_cast<char>(x >> 7);
+  }
+  return s;
+}
+std::string Sha(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
+std::string ReadAll(const fs::path& p) {
+  auto b = hubload::testing::ReadFileBytes(p);
+  return std::string(b.begin(), b.end());
+}
+
+struct LogLine {
+  std::string method, path, range;
+  int status = 0;
+  uint64_t bytes = 0;
+};
+
+// Access-log lines whose path contains `needle` (GETs only).
+std::vector<LogLine> Gets(const std::string& log, const std::string& needle) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // lines land after the last byte
+  std::vector<LogLine> out;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    LogLine l;
+    l.method = j.value("method", "");
+    l.path = j.value("path", "");
+    l.status = j.value("status", 0);
+    l.range = j.contains("range") && j["range"].is_string() ? j["range"].get<std::string>() : "";
+    l.bytes = j.value("bytes", uint64_t{0});
+    if (l.method == "GET" && l.path.find(needle) != std::string::npos) out.push_back(l);
+  }
+  return out;
+}
+uint64_t SumBytes(const std::vector<LogLine>& v) {
+  uint64_t n = 0;
+  for (auto& l : v) n += l.bytes;
+  return n;
+}
+
+struct Fixture {
+  TempDir log_dir;
+  std::string log = log_dir.str() + "/access.jsonl";
+  std::unique_ptr<TestHub> hub;
+  std::string data;
+  std::string etag;
+  std::string commit;
+  Fixture(size_t size, uint32_t seed) {
+    hubload::server::ServerOptions so;
+    so.access_log = log;
+    so.threads = 4;
+    hub = hubload::testing::StartTestHub(so);
+    data = Bytes(size, seed);
+    etag = Sha(data);
+    hubload::server::CreateRepoOptions ro;
+    ro.lfs_threshold_bytes = 1024;  // LFS: sha256 etag, bytes from the CDN listener
+    if (hub) commit = hub->AddRepo("org/big", {{"model.safetensors", data}, {"config.json", "{}"}}, ro);
+  }
+};
+
+hubload::ClientOptions Ranged(const TestHub& hub, const std::string& cache, int ranges = 4) {
+  hubload::ClientOptions o;
+  o.config.endpoint = hub.url();
+  o.config.cache_dir = cache;
+  o.config.token = "";
+  o.config.offline = false;
+  o.retry.initial_backoff_s = 0.01;
+  o.retry.max_backoff_s = 0.05;
+  o.retry.jitter_fraction = 0;
+  o.retry.max_total_s = 10;
+  o.range_threshold_bytes = 4 * kMiB;
+  o.range_chunk_bytes = 4 * kMiB;
+  o.max_ranges_per_file = ranges;
+  return o;
+}
+
+hubload::FileRequest Req(const std::string& file, const std::string& rev = "main") {
+  hubload::FileRequest r;
+  r.repo_id = "org/big";
+  r.filename = file;
+  r.revision = rev;
+  return r;
+}
+
+// "bytes=a-b" → (a, b); (-1,-1) when absent/malformed.
+std::pair<int64_t, int64_t> ParseRange(const std::string& r) {
+  if (r.rfind("bytes=", 0) != 0) return {-1, -1};
+  auto dash = r.find('-');
+  if (dash == std::string::npos || dash + 1 >= r.size()) return {std::stoll(r.substr(6, dash - 6)), -1};
+  return {std::stoll(r.substr(6, dash - 6)), std::stoll(r.substr(dash + 1))};
+}
+
+}  // namespace
+
+TEST(Ranges, LargeFileComesInParallelRangesThatTileItExactly) {
+  Fixture f(26 * kMiB + 333, 1);  // 7 chunks of 4 MiB, the last one short
+  ASSERT_TRUE(f.hub);
+  TempDir cache;
+  hubload::HubClient client(Ranged(*f.hub, cache.str()));
+  auto p = client.Download(Req("model.safetensors"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+  EXPECT_TRUE(fs::is_symlink(*p));
+  auto gets = Gets(f.log, f.etag);
+  ASSERT_EQ(gets.size(), 7u);
+  std::set<std::pair<int64_t, int64_t>> ranges;
+  for (auto& g : gets) {
+    EXPECT_EQ(g.status, 206) << g.range;
+    ranges.insert(ParseRange(g.range));
+  }
+  std::set<std::pair<int64_t, int64_t>> want;
+  for (uint64_t b = 0; b < f.data.size(); b += 4 * kMiB)
+    want.insert({static_cast<int64_t>(b), static_cast<int64_t>(std::min<uint64_t>(b + 4 * kMiB, f.data.size()) - 1)});
+  EXPECT_EQ(ranges, want);
+  EXPECT_EQ(SumBytes(gets), f.data.size());  // exactly the file on the wire
+  std::string blobs = cache.str() + "/models--org--big/blobs";
+  for (auto& e : fs::directory_iterator(blobs))
+    EXPECT_EQ(e.path().filename().string().find(".incomplete"), std::string::npos) << e.path();
+}
+
+TEST(Ranges, ServerIgnoringRangeCostsExactlyTheFileOnOneConnection) {
+  // performance.md S9: detect 200 on the first range and stream the whole file from it.
+  Fixture f(18 * kMiB + 5, 2);
+  ASSERT_TRUE(f.hub);
+  f.hub->faults().SetIgnoreRange(true);
+  TempDir cache;
+  hubload::HubClient client(Ranged(*f.hub, cache.str(), 8));
+  auto p = client.Download(Req("model.safetensors"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+  auto gets = Gets(f.log, f.etag);
+  ASSERT_EQ(gets.size(), 1u);
+  EXPECT_EQ(gets[0].status, 200);
+  EXPECT_EQ(gets[0].bytes, f.data.size());
+}
+
+TEST(Ranges, DroppedRangeIsResumedWithinItsChunk) {
+  Fixture f(16 * kMiB, 3);
+  ASSERT_TRUE(f.hub);
+  // The first body response to the CDN path breaks after 1.5 MiB.
+  f.hub->faults().SetDropAfterBytes("models--org--big", 3 * kMiB / 2, 1);
+  TempDir cache;
+  hubload::HubClient client(Ranged(*f.hub, cache.str()));
+  auto p = client.Download(Req("model.safetensors"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+  auto gets = Gets(f.log, f.etag);
+  ASSERT_EQ(gets.size(), 5u);  // 4 chunks + 1 continuation
+  // The continuation starts inside a chunk, after whole MiBs already written.
+  int inside = 0;
+  for (auto& g : gets) {
+    auto [a, b] = ParseRange(g.range);
+    if (a % static_cast<int64_t>(4 * kMiB) != 0) {
+      ++inside;
+      EXPECT_EQ((b + 1) % static_cast<int64_t>(4 * kMiB), 0) << g.range;
+    }
+  }
+  EXPECT_EQ(inside, 1);
+  EXPECT_LE(SumBytes(gets), f.data.size() + 3 * kMiB / 2);
+}
+
+TEST(Ranges, CancelledDownloadResumesFromTheJournalOnTheNextRun) {
+  Fixture f(32 * kMiB, 4);
+  ASSERT_TRUE(f.hub);
+  f.hub->faults().SetBandwidthBytesPerSec(16 * kMiB);  // slow enough to stop half-way
+  TempDir cache;
+  hubload::HubClient client(Ranged(*f.hub, cache.str(), 2));
+  std::atomic<bool> stop{false};
+  hubload::DownloadCallbacks cb;
+  cb.cancel_flag = &stop;
+  cb.on_progress = [&](uint64_t done, uint64_t total) {
+    if (done >= total / 2) stop = true;
+  };
+  auto st = client.DownloadFiles("org/big", "main", hubload::RepoType::kModel, {"model.safetensors"}, cb);
+  ASSERT_EQ(st.code(), Code::kCancelled) << st.ToString();
+  std::string partial = cache.str() + "/models--org--big/blobs/" + f.etag + ".ranges.incomplete";
+  ASSERT_TRUE(fs::exists(partial));
+  EXPECT_FALSE(fs::exists(cache.str() + "/models--org--big/blobs/" + f.etag));
+  uint64_t first_run = SumBytes(Gets(f.log, f.etag));
+  f.hub->faults().SetBandwidthBytesPerSec(0);
+  auto p = client.Download(Req("model.safetensors"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+  uint64_t second_run = SumBytes(Gets(f.log, f.etag)) - first_run;
+  // At least half was kept (minus the 1 MiB write buffers of the 2 ranges in flight).
+  EXPECT_LE(second_run, f.data.size() / 2 + 2 * kMiB) << "first run sent " << first_run;
+  EXPECT_FALSE(fs::exists(partial));
+}
+
+TEST(Ranges, ASingleStreamPartialIsResumedAsItIs) {
+  // A partial left by huggingface_hub (<etag>.incomplete, contiguous prefix) is continued, not re-fetched in ranges.
+  Fixture f(12 * kMiB, 5);
+  ASSERT_TRUE(f.hub);
+  TempDir cache;
+  std::string blobs = cache.str() + "/models--org--big/blobs";
+  fs::create_directories(blobs);
+  std::ofstream(blobs + "/" + f.etag + ".incomplete", std::ios::binary) << f.data.substr(0, 5 * kMiB);
+  hubload::HubClient client(Ranged(*f.hub, cache.str()));
+  auto p = client.Download(Req("model.safetensors"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+  auto gets = Gets(f.log, f.etag);
+  ASSERT_EQ(gets.size(), 1u);
+  EXPECT_EQ(gets[0].range, "bytes=" + std::to_string(5 * kMiB) + "-");
+  EXPECT_EQ(gets[0].bytes, 7 * kMiB);
+}
+
+TEST(Ranges, SmallFilesAndDisabledRangesUseOneStream) {
+  Fixture f(6 * kMiB, 6);
+  ASSERT_TRUE(f.hub);
+  TempDir cache;
+  auto o = Ranged(*f.hub, cache.str());
+  o.range_threshold_bytes = 0;  // disabled
+  hubload::HubClient client(o);
+  auto p = client.Download(Req("model.safetensors"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto gets = Gets(f.log, f.etag);
+  ASSERT_EQ(gets.size(), 1u);
+  EXPECT_EQ(gets[0].range, "");
+}
+
+TEST(ReadRange, ReadsTheWantedBytesWithoutCachingTheFile) {
+  Fixture f(5 * kMiB, 7);
+  ASSERT_TRUE(f.hub);
+  TempDir cache;
+  hubload::HubClient client(Ranged(*f.hub, cache.str()));
+  auto head = client.ReadRange(Req("model.safetensors"), 0, 8);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(*head, f.data.substr(0, 8));
+  auto mid = client.ReadRange(Req("model.safetensors"), 3 * kMiB + 1, 1000);
+  ASSERT_TRUE(mid.ok()) << mid.status().ToString();
+  EXPECT_EQ(*mid, f.data.substr(3 * kMiB + 1, 1000));
+  auto tail = client.ReadRange(Req("model.safetensors"), f.data.size() - 10, 100);  // past the end
+  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  EXPECT_EQ(*tail, f.data.substr(f.data.size() - 10));
+  EXPECT_FALSE(fs::exists(cache.str() + "/models--org--big/blobs/" + f.etag));
+  auto gets = Gets(f.log, f.etag);
+  ASSERT_EQ(gets.size(), 3u);
+  EXPECT_EQ(gets[0].range, "bytes=0-7");
+  EXPECT_LE(SumBytes(gets), 8u + 1000u + 10u);
+  auto missing = client.ReadRange(Req("nope.safetensors"), 0, 8);
+  EXPECT_EQ(missing.status().code(), Code::kEntryNotFound) << missing.status().ToString();
+}
+
+TEST(ReadRange, RangeIgnoredIsCutAndCachedCommitCostsNoRequest) {
+  Fixture f(3 * kMiB, 8);
+  ASSERT_TRUE(f.hub);
+  f.hub->faults().SetIgnoreRange(true);
+  TempDir cache;
+  hubload::HubClient client(Ranged(*f.hub, cache.str()));
+  auto mid = client.ReadRange(Req("model.safetensors"), kMiB, 4096);
+  ASSERT_TRUE(mid.ok()) << mid.status().ToString();
+  EXPECT_EQ(*mid, f.data.substr(kMiB, 4096));
+  f.hub->faults().SetIgnoreRange(false);
+  ASSERT_TRUE(client.Download(Req("model.safetensors", f.commit)).ok());
+  Gets(f.log, "");  // let the server finish logging
+  uint64_t before = f.hub->server->stats().requests;
+  auto cached = client.ReadRange(Req("model.safetensors", f.commit), 100, 50);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_EQ(*cached, f.data.substr(100, 50));
+  Gets(f.log, "");
+  EXPECT_EQ(f.hub->server->stats().requests, before);
+}
