@@ -1,4 +1,6 @@
 // Retrying HttpTransport: exponential backoff + jitter, Retry-After, bounded.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -66,6 +68,11 @@ class RetryingTransport : public HttpTransport {
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() + hooked_sleep;
       if (elapsed + sleep > p_.max_total_s) return r;
+      // Say so: a client retrying quietly for a minute looks hung (huggingface_hub
+      // logs "Retrying in Xs [Retry n/N]" the same way). URL redacted, no token.
+      spdlog::warn("{} {}: {}; retrying in {:.1f} s [retry {}/{}]", req.method, RedactUrl(req.url),
+                   r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message(), sleep, attempt + 1,
+                   p_.max_retries);
       if (p_.sleep) {
         p_.sleep(sleep);
         hooked_sleep += sleep;

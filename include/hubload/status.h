@@ -104,7 +104,7 @@ class [[nodiscard]] Status {
   std::string ToString() const {
     if (ok()) return "OK";
     std::string s = CodeName(code_);
-    if (!reason_.empty()) s += "[" + reason_ + "]";
+    if (!reason_.empty() && reason_ != s) s += "[" + reason_ + "]";  // not "NotFound[NotFound]"
     s += ": ";
     s += message_;
     return s;

@@ -96,9 +96,14 @@ Result<uint64_t> PeekHeaderLength(const uint8_t* bytes, size_t n_bytes_available
   }
   uint64_t n = ReadLe64(bytes);
   if (n > kMaxHeaderSize || n > SIZE_MAX) {
+    // A text file read as safetensors gives an absurd length: say what it looks like.
+    std::string hint;
+    if (bytes[0] == '{' || bytes[0] == '[' || bytes[0] == ' ' || bytes[0] == '\n' || bytes[0] == '\t')
+      hint = " (the file starts like JSON text: it is not a safetensors file; an index "
+             "*.safetensors.index.json is read as an index)";
     return FormatError("HeaderTooLarge", file_label, {},
                        "header length " + std::to_string(n) + " exceeds the limit of " +
-                           std::to_string(kMaxHeaderSize) + " bytes");
+                           std::to_string(kMaxHeaderSize) + " bytes" + hint);
   }
   uint64_t need = 8 + n;  // cannot overflow: n <= kMaxHeaderSize
   if (need > file_size) {

@@ -2,6 +2,7 @@
 // save, tensor summaries. ATen only (no torch::nn here).
 #include <ATen/ATen.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
@@ -453,6 +454,7 @@ Status WriteTextAtomic(const std::string& path, const std::string& text) {
   buf.push_back('\0');
   int fd = mkstemp(buf.data());
   if (fd < 0) return Status(Code::kIOError, "cannot create a temp file next to '" + path + "': " + std::strerror(errno));
+  (void)::fchmod(fd, 0644);  // mkstemp makes 0600; an index is as readable as its shards (writer.cc)
   const char* p = text.data();
   size_t left = text.size();
   int err = 0;
