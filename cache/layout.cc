@@ -1,6 +1,7 @@
 // Cache layout: names and small atomic operations (see hubload/cache.h).
 #include <errno.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -207,7 +209,7 @@ bool RepoCache::HasBlob(std::string_view etag, int64_t expected_size) const {
 }
 
 Result<std::string> RepoCache::LinkSnapshot(std::string_view commit, std::string_view p, std::string_view etag,
-                                            bool use_symlinks) const {
+                                            bool use_symlinks, bool new_blob) const {
   HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(p));
   if (!IsCommitHash(commit))
     return Status(Code::kInvalidArgument, "snapshot commit '" + std::string(commit) + "' is not a 40-hex commit",
@@ -218,26 +220,41 @@ Result<std::string> RepoCache::LinkSnapshot(std::string_view commit, std::string
   fs::create_directories(fs::path(pointer).parent_path(), ec);
   if (ec) return cache_internal::IoError("cannot create snapshot folder for", pointer, ec.value());
   std::string tmp = pointer + ".tmp" + cache_internal::RandomSuffix();
-  bool linked = false;
+  bool linked = false, moved = false;
   if (use_symlinks) {
     // Relative target: one "../" per folder level below the repo folder.
     std::string rel = fs::path(blob).lexically_relative(fs::path(pointer).parent_path()).string();
     if (::symlink(rel.c_str(), tmp.c_str()) == 0) {
       linked = true;
-    } else if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS) {
+    } else if (errno == EPERM || errno == EOPNOTSUPP || errno == ENOSYS) {
+      int e = errno;
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        spdlog::warn("symlinks are not supported in the cache {} ({}): snapshot files are stored as regular "
+                     "files instead (a freshly downloaded blob is moved, a cached one copied), which can take "
+                     "more disk space",
+                     cache_dir_, std::strerror(e));
+      });
+    } else {
       return cache_internal::IoError("cannot create symlink", tmp, errno);
     }
   }
   if (!linked) {
-    fs::copy_file(blob, tmp, fs::copy_options::overwrite_existing, ec);
-    if (ec) {
-      fs::remove(tmp);
-      return cache_internal::IoError("cannot copy blob into snapshot", pointer, ec.value());
+    // huggingface_hub _create_symlink: a new blob moves into the snapshot (no
+    // second full-size copy); a blob other snapshots may use is copied.
+    moved = new_blob && ::rename(blob.c_str(), tmp.c_str()) == 0;
+    if (!moved) {
+      fs::copy_file(blob, tmp, fs::copy_options::overwrite_existing, ec);
+      if (ec) {
+        std::error_code ignored;
+        fs::remove(tmp, ignored);
+        return cache_internal::IoError("cannot copy blob into snapshot", pointer, ec.value());
+      }
     }
   }
   if (::rename(tmp.c_str(), pointer.c_str()) != 0) {
     int e = errno;
-    ::unlink(tmp.c_str());
+    if (!moved || ::rename(tmp.c_str(), blob.c_str()) != 0) ::unlink(tmp.c_str());  // a moved blob goes back
     return cache_internal::IoError("cannot place snapshot pointer", pointer, e);
   }
   return pointer;

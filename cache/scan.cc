@@ -1,10 +1,14 @@
 // Cache scan and delete (huggingface_hub utils/_cache_manager.py semantics).
+#include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "cache/util.h"
 #include "hubload/cache.h"
@@ -234,6 +238,74 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
     fs::remove_all(cache_dir + "/.locks/" + RepoFolderName(repo_id, type), ec);
     rep.deleted_repo = true;
   }
+  return rep;
+}
+
+namespace {
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, double min_age_s) {
+  if (!(min_age_s >= 0))
+    return Status(Code::kInvalidArgument, "prune: min_age_s must be >= 0 seconds", "BadArgument",
+                  cache_internal::FileCtx(cache_dir));
+  std::error_code ec;
+  if (!fs::is_directory(cache_dir, ec))
+    return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", "NoCache",
+                  cache_internal::FileCtx(cache_dir));
+  fs::directory_iterator top(cache_dir, ec);
+  if (ec) return cache_internal::IoError("cannot read cache folder", cache_dir, ec.value());
+  PruneReport rep;
+  const double now_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (auto& e : top) {
+    std::string folder = e.path().filename().string();
+    RepoType type;
+    std::string repo_id;
+    std::error_code e2;
+    if (!e.is_directory(e2) || !ParseFolderName(folder, &type, &repo_id)) continue;
+    fs::path blobs = e.path() / "blobs";
+    if (!fs::is_directory(blobs, e2)) continue;
+    fs::directory_iterator it(blobs, e2);
+    if (e2) return cache_internal::IoError("cannot read", blobs.string(), e2.value());
+    for (auto& b : it) {
+      std::string name = b.path().filename().string();
+      if (!EndsWith(name, ".incomplete")) continue;  // <etag>.incomplete and <etag>.ranges.incomplete
+      std::string etag = name.substr(0, name.find('.'));
+      std::string partial = b.path().string();
+      struct stat st;
+      if (etag.empty() || ::lstat(partial.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      double mtime = static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9;
+      if (now_s - mtime < min_age_s) {
+        rep.kept_recent.push_back(partial);
+        continue;
+      }
+      // Held while deleting: a download that starts now waits, then finds no partial.
+      std::string lock_path = cache_dir + "/.locks/" + folder + "/" + etag + ".lock";
+      auto lock = FileLock::Acquire(lock_path, 0);
+      if (!lock.ok()) {
+        if (lock.status().reason() == "LockTimeout") {
+          rep.kept_locked.push_back(partial);
+          continue;
+        }
+        return lock.status();
+      }
+      if (::lstat(partial.c_str(), &st) != 0) continue;  // finished or removed meanwhile
+      if (::unlink(partial.c_str()) != 0) {
+        if (errno == ENOENT) continue;
+        return cache_internal::IoError("cannot remove partial download", partial, errno);
+      }
+      rep.deleted_files.push_back(partial);
+      rep.freed_bytes += static_cast<uint64_t>(st.st_size);
+    }
+  }
+  std::sort(rep.deleted_files.begin(), rep.deleted_files.end());
+  std::sort(rep.kept_locked.begin(), rep.kept_locked.end());
+  std::sort(rep.kept_recent.begin(), rep.kept_recent.end());
   return rep;
 }
 

@@ -688,7 +688,8 @@ struct HubClient::Impl {
     HUBLOAD_RETURN_IF_ERROR(FetchInto(rc.IncompletePath(m.etag), rc.RangedIncompletePath(m.etag),
                                       rc.BlobPath(m.etag), "blob " + m.etag, rc.repo_dir() + "/blobs", url, m, lfs,
                                       ctx, progress, cancel, cb));
-    return rc.LinkSnapshot(m.commit, path, m.etag, opt.use_symlinks);
+    // A blob this call downloaded may be moved into the snapshot when symlinks fail (B14).
+    return rc.LinkSnapshot(m.commit, path, m.etag, opt.use_symlinks, /*new_blob=*/true);
   }
 
   // True when the ranged path applies to `m` (see ClientOptions::range_threshold_bytes).

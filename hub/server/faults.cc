@@ -13,6 +13,7 @@ Faults& Faults::operator=(const Faults& other) {
   std::scoped_lock lock(mu_, other.mu_);
   status_rules_ = other.status_rules_;
   drop_rules_ = other.drop_rules_;
+  stall_rules_ = other.stall_rules_;
   replace_rules_ = other.replace_rules_;
   latency_ms_ = other.latency_ms_;
   bandwidth_ = other.bandwidth_;
@@ -29,6 +30,11 @@ void Faults::SetStatusForNext(std::string path_substring, int status, int count,
 void Faults::SetDropAfterBytes(std::string path_substring, uint64_t after_bytes, int count) {
   std::lock_guard<std::mutex> lock(mu_);
   drop_rules_.push_back({std::move(path_substring), after_bytes, count});
+}
+
+void Faults::SetStallAfterBytes(std::string path_substring, uint64_t after_bytes, int stall_ms, int count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stall_rules_.push_back({std::move(path_substring), after_bytes, stall_ms < 0 ? 0 : stall_ms, count});
 }
 
 void Faults::SetLatencyMs(int ms) {
@@ -64,6 +70,7 @@ void Faults::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   status_rules_.clear();
   drop_rules_.clear();
+  stall_rules_.clear();
   replace_rules_.clear();
   latency_ms_ = 0;
   bandwidth_ = 0;
@@ -89,6 +96,17 @@ std::optional<uint64_t> Faults::TakeDrop(const std::string& path) {
     uint64_t n = it->after_bytes;
     if (it->remaining > 0 && --it->remaining == 0) drop_rules_.erase(it);
     return n;
+  }
+  return std::nullopt;
+}
+
+std::optional<Faults::StallRule> Faults::TakeStall(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = stall_rules_.begin(); it != stall_rules_.end(); ++it) {
+    if (!Matches(it->path_substring, path)) continue;
+    StallRule r = *it;
+    if (it->remaining > 0 && --it->remaining == 0) stall_rules_.erase(it);
+    return r;
   }
   return std::nullopt;
 }

@@ -303,6 +303,9 @@ struct Server::Impl {
   // ---- connection ----
   void Serve(tcp::socket& sock, bool cdn);
   bool WriteResponse(tcp::socket& sock, const Request& r, Response& resp, bool head, uint64_t* sent);
+  // Stall fault: waits `stall_ms` with the connection open; false when the
+  // client hung up or the server is stopping.
+  bool StallConnection(int sfd, int stall_ms);
   Response Handle(Request& r);
   Response HandleCdn(Request& r);
   Response HandleUploadPut(tcp::socket& sock, beast::flat_buffer& buf,
@@ -461,6 +464,19 @@ Response Server::Impl::ServeFile(const Request& r, Response resp, const fs::path
   return resp;
 }
 
+bool Server::Impl::StallConnection(int sfd, int stall_ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(stall_ms);
+  while (!stopping) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return true;
+    // Wake every 50 ms to notice Stop(); a hang-up by the client ends the stall.
+    pollfd p{sfd, POLLRDHUP, 0};
+    int k = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 50)));
+    if (k > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) return false;
+  }
+  return false;
+}
+
 bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& resp, bool head, uint64_t* sent) {
   *sent = 0;
   bool strip = faults->strip_content_length();
@@ -482,6 +498,15 @@ bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& 
   if (ec) return false;
   if (head || bodyless_status) return !(strip || resp.close);
   std::optional<uint64_t> drop_after = faults->TakeDrop(r.path);  // only responses with a body count
+  // Stall fault as plain values (GCC 12 misreads an optional here: -Wmaybe-uninitialized).
+  bool stall = false;
+  uint64_t stall_at = 0;
+  int stall_ms = 0;
+  if (auto rule = faults->TakeStall(r.path)) {
+    stall = true;
+    stall_at = rule->after_bytes;
+    stall_ms = rule->stall_ms;
+  }
 
   uint64_t cap = faults->bandwidth_bytes_per_s();
   size_t chunk = cap ? static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(64 * 1024, cap / 20)))
@@ -496,7 +521,7 @@ bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& 
   }
   uint64_t done = 0;
   bool ok = true;
-  if (fd >= 0 && !cap && !drop_after) {
+  if (fd >= 0 && !cap && !drop_after && !stall) {
     // Plain file body: sendfile(2), no copy through user space.
     off_t off = static_cast<off_t>(resp.offset);
     int sfd = sock.native_handle();
@@ -521,6 +546,15 @@ bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& 
       break;
     }
     size_t want = static_cast<size_t>(std::min<uint64_t>(chunk, n - done));
+    if (stall && done == stall_at) {
+      // Stall fault: the connection stays open and silent.
+      if (!StallConnection(sock.native_handle(), stall_ms)) {
+        ok = false;
+        break;
+      }
+      stall = false;
+    }
+    if (stall && done + want > stall_at) want = static_cast<size_t>(stall_at - done);
     if (drop_after && done + want > *drop_after) want = static_cast<size_t>(*drop_after - done);
     if (want == 0) {
       ok = false;  // drop fault: close abruptly

@@ -68,26 +68,77 @@ Status ValidateRepoPath(std::string_view path);
 /// no leading '/', no control characters). kInvalidArgument on failure.
 Status ValidateRevision(std::string_view revision);
 
-/// An exclusive advisory lock on a file (flock(LOCK_EX)), created if needed.
-/// Released by the destructor or when the process dies (so a crashed holder
-/// never leaves a stale lock: B09). Move-only.
+/// How FileLock excludes other holders of the same lock path.
+enum class LockMode {
+  /// flock(LOCK_EX) on the lock file; when the file system refuses flock
+  /// (ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL: some NFS mounts, FUSE, SMB) falls
+  /// back to kLease with one warning per process. The environment variable
+  /// HUBLOAD_LOCK_MODE=lease turns kAuto into kLease and
+  /// HUBLOAD_LOCK_MODE=flock into kFlock (read at every Acquire).
+  kAuto,
+  /// flock only: a file system without flock is an error (kIOError).
+  kFlock,
+  /// Existence lease (B09; the heartbeat design of huggingface_hub PR #3944):
+  /// the holder creates `<lock path>.lease` with O_CREAT|O_EXCL (atomic on
+  /// local file systems and NFSv3+), writes "pid <pid> host <name>" into it
+  /// and refreshes its mtime (futimens) every `heartbeat_s` from a background
+  /// thread; the destructor removes it. A lease whose mtime is older than
+  /// `stale_after_s` belongs to a dead (or frozen) holder and is taken over:
+  /// one waiter at a time creates `<lock path>.lease.break` (O_EXCL), checks
+  /// that the same file (inode) is still stale, unlinks it and then competes
+  /// for a new lease like everyone else, so two waiters never both win. When
+  /// flock works, a lease holder also holds the flock on the lock file, so
+  /// kAuto and kLease processes on one host exclude each other. Use it for
+  /// caches on NFS mounted with local_lock=all, where flock only excludes
+  /// processes of the same host. Leases compare the file server's mtime with
+  /// the local clock: keep clocks within a fraction of stale_after_s.
+  kLease,
+};
+
+/// Options of FileLock::Acquire; the defaults suit every caller.
+struct FileLockOptions {
+  LockMode mode = LockMode::kAuto;
+  /// A lease not refreshed for this many seconds is stale (default 10 min,
+  /// as proposed in huggingface_hub PR #3944). Also used by kAuto/kFlock:
+  /// after taking the flock they wait while a lease younger than this exists
+  /// (a kLease process on another host).
+  double stale_after_s = 600;
+  /// Seconds between two mtime refreshes of a held lease; capped at
+  /// stale_after_s / 4.
+  double heartbeat_s = 5;
+};
+
+/// An exclusive lock on a file (see LockMode), created if needed. Released
+/// by the destructor; a flock is also released when the process dies (so a
+/// crashed holder never leaves a stale lock: B09), a lease goes stale
+/// stale_after_s after its holder stopped refreshing it. Move-only.
+/// Thread safety: one FileLock object is used by one thread at a time; the
+/// lease heartbeat runs on its own thread.
 class FileLock {
  public:
-  /// Waits up to `timeout_s` seconds (polling) for the lock on `path`;
-  /// parent folders are created. Errors: kIOError (cannot create/open), or
-  /// kConflict reason "LockTimeout" naming the lock path.
-  static Result<FileLock> Acquire(const std::string& path, double timeout_s);
+  /// Waits up to `timeout_s` seconds (polling; 0 = try once) for the lock on
+  /// `path`; parent folders are created. Errors: kIOError / kDiskFull (cannot
+  /// create or open the lock or lease file; flock unsupported under
+  /// kFlock), kConflict reason "LockTimeout" whose message names `path` and,
+  /// for a lease, the lease file, its holder and how long ago it was refreshed.
+  static Result<FileLock> Acquire(const std::string& path, double timeout_s, const FileLockOptions& options = {});
   FileLock(FileLock&& o) noexcept;
   FileLock& operator=(FileLock&& o) noexcept;
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
   ~FileLock();
   const std::string& path() const { return path_; }
+  /// True when this lock is held as a lease (kLease, or the kAuto fallback).
+  bool is_lease() const { return lease_ != nullptr; }
+
+  struct Lease;  // held lease + heartbeat thread (lock.cc)
 
  private:
-  FileLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  int fd_ = -1;
+  FileLock(int fd, std::string path, std::unique_ptr<Lease> lease);
+  void Release();
+  int fd_ = -1;  // flocked lock file, -1 when none
   std::string path_;
+  std::unique_ptr<Lease> lease_;
 };
 
 /// Paths and small operations for one repo inside a cache folder.
@@ -136,12 +187,19 @@ class RepoCache {
   /// expected_size < 0).
   bool HasBlob(std::string_view etag, int64_t expected_size) const;
 
-  /// Makes snapshots/<commit>/<path> point at blobs/<etag> (relative symlink;
-  /// when symlinks are refused by the file system, or `use_symlinks` is false,
-  /// the blob is copied — huggingface_hub no-symlink mode). Replaces an
-  /// existing pointer atomically. Returns the pointer path.
+  /// Makes snapshots/<commit>/<path> point at blobs/<etag> with a relative
+  /// symlink. When `use_symlinks` is false, or the file system refuses
+  /// symlinks (EPERM, EOPNOTSUPP, ENOSYS: vfat/exFAT, some SMB/NAS mounts;
+  /// B14), the snapshot entry becomes a regular file, as huggingface_hub
+  /// _create_symlink does: with `new_blob` (the blob was just downloaded by
+  /// this call) the blob is moved into the snapshot, so no second full-size
+  /// copy stays in blobs/; otherwise it is copied. The first refused symlink
+  /// of the process logs one spdlog warning. Replaces an existing pointer
+  /// atomically (temp file + rename). Returns the pointer path. Errors:
+  /// kInvalidArgument (unsafe path, bad commit), kIOError / kDiskFull naming
+  /// the pointer.
   Result<std::string> LinkSnapshot(std::string_view commit, std::string_view path_in_repo, std::string_view etag,
-                                   bool use_symlinks = true) const;
+                                   bool use_symlinks = true, bool new_blob = false) const;
 
   /// Creates the empty .no_exist/<commit>/<path> marker. Errors: kIOError.
   Status MarkNoExist(std::string_view commit, std::string_view path_in_repo) const;
@@ -309,9 +367,33 @@ struct CacheInfo {
   std::vector<std::string> warnings;
 };
 
-/// Scans `cache_dir` (huggingface_hub scan_cache_dir). kNotFound when the
-/// folder does not exist; kIOError when it cannot be read.
+/// Scans `cache_dir` (huggingface_hub scan_cache_dir). Partial downloads
+/// (blobs/*.incomplete, *.ranges.incomplete, temp files) are listed in
+/// CachedRepo::incomplete_files. kNotFound when the folder does not exist;
+/// kIOError when it cannot be read.
 Result<CacheInfo> ScanCache(const std::string& cache_dir);
+
+struct PruneReport {
+  std::vector<std::string> deleted_files;  // paths of the partials removed (sorted)
+  uint64_t freed_bytes = 0;                // their sizes, summed
+  std::vector<std::string> kept_locked;    // partials whose lock a live process holds
+  std::vector<std::string> kept_recent;    // partials modified less than min_age_s ago
+};
+
+/// Deletes orphaned partial downloads (B37): every blobs/<etag>.incomplete
+/// and blobs/<etag>.ranges.incomplete of every repo in `cache_dir` whose
+/// mtime is at least `min_age_s` seconds old and whose lock
+/// (.locks/<repo folder>/<etag>.lock, see FileLock) no live process holds.
+/// The lock is taken without waiting (FileLock::Acquire with timeout 0, so
+/// HUBLOAD_LOCK_MODE applies) and held while the partial is removed, so a
+/// download starting at the same time either waits or finds no partial.
+/// A held lock, or a lease younger than its stale limit, keeps the partial.
+/// huggingface_hub has no such call (its scan reports nothing about
+/// partials); this is `hubload cache prune`. kNotFound when the folder does
+/// not exist, kInvalidArgument for a negative min_age_s, kIOError when a
+/// folder cannot be read or a partial cannot be removed.
+/// Thread safety: safe to run concurrently with downloads and other prunes.
+Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, double min_age_s);
 
 struct DeleteReport {
   std::vector<std::string> deleted_snapshots;  // commits

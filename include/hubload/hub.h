@@ -69,8 +69,10 @@ struct ClientOptions {
   /// Mid-stream failures resumed with Range per file (counter reset when
   /// bytes arrive), as huggingface_hub http_get.
   int max_resume_attempts = 5;
-  /// Symlink snapshots to blobs (false: copy, huggingface_hub
-  /// HF_HUB_DISABLE_SYMLINKS).
+  /// Symlink snapshots to blobs. false: no symlink anywhere; snapshot entries
+  /// are regular files (a freshly downloaded blob is moved there, a cached one
+  /// copied), as huggingface_hub does where symlinks are unsupported (B14). The
+  /// same fallback happens automatically when symlink() fails with EPERM.
   bool use_symlinks = true;
   /// Refuse a download when the cache file system has less free space than
   /// the file's size (B37 preflight).

@@ -74,6 +74,14 @@ class Faults {
   /// "/<repo folder>/<blob>", e.g. match "models--org--name".
   void SetDropAfterBytes(std::string path_substring, uint64_t after_bytes, int count);
 
+  /// For the next `count` responses with a body to matching paths, sends
+  /// `after_bytes` bytes of the body, then nothing for `stall_ms`
+  /// milliseconds while keeping the connection open (a proxy or CDN that
+  /// hangs mid-transfer: B19 b), then the rest of the body. The stall ends
+  /// early when the client closes the connection or the server stops.
+  /// Paths match as in SetDropAfterBytes (LFS bodies: "/<repo folder>/<blob>").
+  void SetStallAfterBytes(std::string path_substring, uint64_t after_bytes, int stall_ms, int count);
+
   /// Sleeps `ms` milliseconds before answering every request (0 = off).
   void SetLatencyMs(int ms);
 
@@ -111,6 +119,12 @@ class Faults {
     uint64_t after_bytes = 0;
     int remaining = 1;
   };
+  struct StallRule {
+    std::string path_substring;
+    uint64_t after_bytes = 0;
+    int stall_ms = 0;
+    int remaining = 1;
+  };
   struct ReplaceRule {
     std::string path_substring;
     int remaining_requests = 1;
@@ -121,6 +135,8 @@ class Faults {
   /// Consumes one use of the first drop rule matching `path`; returns the byte
   /// count after which to drop.
   std::optional<uint64_t> TakeDrop(const std::string& path);
+  /// Consumes one use of the first stall rule matching `path`, if any.
+  std::optional<StallRule> TakeStall(const std::string& path);
   /// Counts one answered request to `path`; returns the replacements now due.
   std::vector<ReplaceRule> TakeDueReplacements(const std::string& path);
   int latency_ms() const;
@@ -132,6 +148,7 @@ class Faults {
   mutable std::mutex mu_;
   std::vector<StatusRule> status_rules_;
   std::vector<DropRule> drop_rules_;
+  std::vector<StallRule> stall_rules_;
   std::vector<ReplaceRule> replace_rules_;
   int latency_ms_ = 0;
   uint64_t bandwidth_ = 0;

@@ -1,5 +1,6 @@
-// `hubload cache scan [--json]` and `hubload cache delete REPO_ID [--revision R]`
-// (huggingface_hub scan_cache_dir / delete_revisions semantics).
+// `hubload cache scan [--json]`, `hubload cache delete REPO_ID [--revision R]`
+// (huggingface_hub scan_cache_dir / delete_revisions semantics) and
+// `hubload cache prune [--min-age-s S] [--json]` (orphaned partial downloads).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -71,6 +72,24 @@ int Delete(const DeleteArgs& a, hubload::cli::Global& g) {
   return 0;
 }
 
+int Prune(double min_age_s, bool as_json, hubload::cli::Global& g) {
+  auto r = hubload::PruneIncompleteDownloads(g.config.cache_dir, min_age_s);
+  if (!r.ok()) return hubload::cli::Fail("cache prune", r.status().ToString());
+  if (as_json) {
+    nlohmann::json out = {{"cache_dir", g.config.cache_dir}, {"deleted_files", r->deleted_files},
+                          {"freed_bytes", r->freed_bytes}, {"kept_locked", r->kept_locked},
+                          {"kept_recent", r->kept_recent}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  for (auto& f : r->deleted_files) std::printf("deleted %s\n", f.c_str());
+  for (auto& f : r->kept_locked) std::printf("kept (a live download holds its lock) %s\n", f.c_str());
+  std::printf("freed %s in %zu partial files; kept %zu in use, %zu younger than %.0f s\n",
+              Human(r->freed_bytes).c_str(), r->deleted_files.size(), r->kept_locked.size(), r->kept_recent.size(),
+              min_age_s);
+  return 0;
+}
+
 hubload::cli::Command reg{"cache", [](CLI::App& app, hubload::cli::Global& g) {
   auto* sub = app.add_subcommand("cache", "Inspect or clean the Hugging Face cache");
   sub->require_subcommand(1);
@@ -82,9 +101,18 @@ hubload::cli::Command reg{"cache", [](CLI::App& app, hubload::cli::Global& g) {
   del->add_option("repo_id", d->repo_id, "repo id")->required();
   del->add_option("--revision", d->revision, "ref name or commit (default: the whole repo)");
   del->add_option("--repo-type", d->repo_type, "model, dataset or space")->capture_default_str();
+  auto prune_json = std::make_shared<bool>(false);
+  auto min_age_s = std::make_shared<double>(3600);
+  auto* prune = sub->add_subcommand(
+      "prune", "Delete orphaned partial downloads (blobs/*.incomplete) that no live download holds");
+  prune->add_option("--min-age-s", *min_age_s, "only partials not modified for this many seconds")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  prune->add_flag("--json", *prune_json, "machine-readable output");
   return [=, &g]() -> int {
     if (scan->parsed()) return Scan(*as_json, g);
     if (del->parsed()) return Delete(*d, g);
+    if (prune->parsed()) return Prune(*min_age_s, *prune_json, g);
     return 2;
   };
 }};

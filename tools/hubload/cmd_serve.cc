@@ -36,7 +36,7 @@ struct ServeArgs {
   std::string root;
   hubload::server::ServerOptions opt;
   std::vector<std::string> tokens;
-  std::vector<std::string> fault_status, fault_drop, fault_replace;
+  std::vector<std::string> fault_status, fault_drop, fault_stall, fault_replace;
   int latency_ms = 0;
   uint64_t bandwidth = 0;
   bool ignore_range = false, strip_length = false;
@@ -60,6 +60,14 @@ int RunServe(const ServeArgs& a) {
     if (p.size() != 3 || !ToInt(p[1], &bytes) || !ToInt(p[2], &count) || bytes < 0)
       return hubload::cli::Fail("serve", "--fault-drop wants PATH_SUBSTRING:BYTES:COUNT, got '" + f + "'");
     opt.faults.SetDropAfterBytes(p[0], static_cast<uint64_t>(bytes), static_cast<int>(count));
+  }
+  for (auto& f : a.fault_stall) {
+    auto p = SplitColon(f, 4);
+    long long bytes = 0, ms = 0, count = 0;
+    if (p.size() != 4 || !ToInt(p[1], &bytes) || !ToInt(p[2], &ms) || !ToInt(p[3], &count) || bytes < 0 || ms < 0 ||
+        ms > 86400000)
+      return hubload::cli::Fail("serve", "--fault-stall wants PATH_SUBSTRING:BYTES:MS:COUNT, got '" + f + "'");
+    opt.faults.SetStallAfterBytes(p[0], static_cast<uint64_t>(bytes), static_cast<int>(ms), static_cast<int>(count));
   }
   for (auto& f : a.fault_replace) {
     // REPO_ID:PATH_IN_REPO:LOCAL_FILE:AFTER_N (the PATH_SUBSTRING is PATH_IN_REPO).
@@ -120,6 +128,9 @@ hubload::cli::Command reg{"serve", [](CLI::App& app, hubload::cli::Global&) {
                   "PATH_SUBSTRING:STATUS:COUNT[:RETRY_AFTER_S] answer the next COUNT matching requests with STATUS");
   sub->add_option("--fault-drop", a->fault_drop,
                   "PATH_SUBSTRING:BYTES:COUNT close the connection after BYTES body bytes, next COUNT responses");
+  sub->add_option("--fault-stall", a->fault_stall,
+                  "PATH_SUBSTRING:BYTES:MS:COUNT after BYTES body bytes send nothing for MS ms (connection kept "
+                  "open), next COUNT responses");
   sub->add_option("--fault-latency-ms", a->latency_ms, "sleep before answering every request");
   sub->add_option("--fault-bandwidth", a->bandwidth, "per-connection body throughput cap (bytes/s)");
   sub->add_flag("--fault-ignore-range", a->ignore_range, "ignore Range (200 with the full body)");

@@ -1,3 +1,6 @@
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <csignal>
 #include <cstdio>
 #include <algorithm>
@@ -41,6 +44,8 @@ int main(int argc, char** argv) {
   using namespace hubload::cli;
   // A file-size limit (ulimit -f) must give EFBIG errors naming the file, not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Warnings and logs go to stderr: stdout carries results (paths, --json), as `hf download` does.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("hubload"));
   CLI::App app{"hubload: fetch models from the Hugging Face Hub and load them"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("hubload ") + HUBLOAD_VERSION);
