@@ -57,12 +57,22 @@ struct Device {
 
 /// Parses a memory size as accelerate's convert_file_size_to_int: "10GB" =
 /// 10 * 10^9 bytes, "10GiB" = 10 * 2^30, units B/KB/MB/GB/TB and
-/// KiB/MiB/GiB/TiB (case-insensitive), decimals allowed ("1.5GB"), a plain
-/// integer is bytes. kInvalidArgument naming the text otherwise.
+/// KiB/MiB/GiB/TiB (case-insensitive prefix), decimals allowed ("1.5GB" =
+/// 1,500,000,000; computed exactly, rounded down like accelerate's
+/// int(float * unit)), a plain integer is bytes, spaces around the number and
+/// unit are ignored. Stricter than accelerate: a decimal unit ending in a
+/// lowercase 'b' ("10Gb", "10gb", "100b"), which accelerate reads as *bits*,
+/// is refused as ambiguous; exponents, signs, fractional bytes and values
+/// >= 2^64 are refused. Errors: kInvalidArgument (reason InvalidMemorySize)
+/// naming the text and the accepted units. Thread-safe (pure).
 Result<uint64_t> ParseMemorySize(std::string_view text);
 
 /// Parses a max_memory spec "0=10GB,1=10GB,cpu=30GB" (keys: ordinals,
-/// "cuda:N", "cpu", "disk") into Device::ToString() keys → bytes.
+/// "cuda:N", "cuda", "cpu", "disk"; sizes as ParseMemorySize) into
+/// Device::ToString() keys → bytes ("0" and "cuda:0" both give "cuda:0").
+/// Errors: kInvalidArgument (reasons InvalidMaxMemory: empty spec, an entry
+/// without '=', a device given twice; InvalidDevice; InvalidMemorySize),
+/// naming the spec and the entry. Thread-safe (pure).
 Result<std::map<std::string, uint64_t>> ParseMaxMemory(std::string_view spec);
 
 // ---------------------------------------------------------------------------
@@ -99,23 +109,79 @@ struct DeviceMapOptions {
   std::vector<std::string> no_split_modules;
 };
 
+/// Parses a device_map as the CLI and accelerate spell it: "auto",
+/// "balanced", "balanced_low_0", "sequential" (a Strategy), or an explicit
+/// map "PREFIX=DEVICE,PREFIX=DEVICE,..." (kExplicit; PREFIX may be empty for
+/// the whole model, DEVICE as Device::Parse: "0", "cuda:1", "cpu", "disk").
+/// Only `strategy` and `explicit_map` are set. Errors: kInvalidArgument
+/// (reason InvalidDeviceMap) naming the entry; InvalidDevice. Thread-safe.
+Result<DeviceMapOptions> ParseDeviceMap(std::string_view spec);
+
+/// "explicit", "auto", "balanced", "balanced_low_0", "sequential".
+const char* StrategyName(DeviceMapOptions::Strategy strategy);
+
 struct DeviceMapPlan {
   /// Module prefix → device, coarsest prefixes that hold, in checkpoint
   /// order (what accelerate's infer_auto_device_map returns).
   std::vector<std::pair<std::string, Device>> device_map;
   /// Bytes placed per device (Device::ToString() keys).
   std::map<std::string, uint64_t> bytes_per_device;
-  /// Device of a tensor: longest dotted-prefix match in device_map.
+  /// Device of a tensor: longest dotted-prefix match in device_map (a
+  /// prefix P matches N when P is "", P == N, or N starts with P + ".");
+  /// cpu when nothing matches (never the case for a plan of PlanDeviceMap
+  /// asked about one of its tensors). Thread-safe (const).
   Device DeviceOf(std::string_view tensor_name) const;
 };
 
-/// Computes a device_map from the checkpoint's sizes before loading.
-/// `gpu_free_bytes[i]` is the free memory of cuda:i (from a backend, or
+/// Computes a device_map from the checkpoint's sizes before loading, as
+/// accelerate's infer_auto_device_map (+ get_balanced_memory for the
+/// balanced strategies) does from a model's parameter sizes.
+///
+/// `tensors`: every tensor in checkpoint order (shards in index order, file
+/// order within a shard) with its size on the device in bytes.
+/// `gpu_free_bytes[i]`: free memory of cuda:i in bytes (from a backend, or
 /// given by tests); GPUs beyond it do not exist.
-/// Errors: kInvalidArgument (bad options: unknown device, a tensor no
-/// explicit prefix covers); kInvalidArgument reason "DoesNotFit" when the model cannot be placed within
-/// the limits, naming the first module that does not fit, its size and the
-/// space left per device.
+///
+/// Module tree: a tensor "a.b.weight" lies in modules "a" and "a.b";
+/// children are ordered by first appearance in `tensors`.
+/// Devices, in placement order: cuda:0..N-1 (only the GPUs max_memory lists,
+/// when it lists any), then cpu, then disk (only when max_memory lists it).
+/// Limits: a GPU's limit is its free memory, or min(max_memory, free) when
+/// listed; cpu is unlimited unless listed; disk has the listed limit.
+///  - kSequential: each GPU is filled up to its limit.
+///  - kAuto / kBalanced: as get_balanced_memory, every GPU but the last is
+///    capped at total/num_gpus + buffer, buffer = floor(1.25 * max(largest
+///    no-split module, mean size of the innermost modules)); the last GPU
+///    keeps its whole limit (GPUs with limit 0 do not count).
+///  - kBalancedLow0: the same over GPUs 1..N-1 (total/(N-1) + buffer), and
+///    GPU 0 gets only what does not fit on the others: min(its limit,
+///    max(0, total - sum of the other GPUs' limits)) (accelerate: "only puts
+///    on GPU 0 what does not fit on the others"). With one GPU: as kBalanced.
+/// Placement (infer_auto_device_map): starting from the whole model, the
+/// front item goes to the current device when it fits in what is left
+/// there; otherwise a module is replaced by its children (tensors and
+/// submodules, checkpoint order), unless it is a tensor or matches a
+/// no_split_modules pattern (or is also a tensor's name), in which case the
+/// current device is closed and the item tried on the next one; earlier
+/// devices are never revisited.
+/// Difference from accelerate: no room for the largest layer is reserved on
+/// GPU 0 and cpu (accelerate keeps it for moving offloaded layers back at
+/// run time; hubload only places weights), and disk is not added implicitly.
+///  - kExplicit: each tensor goes to the device of the longest matching
+///    prefix of `explicit_map`; the per-device limits above are checked too.
+/// Output: `device_map` lists coarsest prefixes (a module all of whose
+/// tensors share a device is one entry; "" when the whole model does), in
+/// checkpoint order; `bytes_per_device` sums the tensors per device (only
+/// devices that received a tensor).
+///
+/// Errors (all kInvalidArgument): DuplicateTensor, InvalidTensorName (a name
+/// starting with '.'), UnknownDevice (max_memory or explicit_map names a GPU
+/// >= gpu_free_bytes.size()), InvalidDevice (a bad max_memory key),
+/// InvalidNoSplit (empty pattern), InvalidDeviceMap (empty explicit map, a
+/// prefix given twice), UncoveredTensor (explicit map: the message names
+/// the tensor), DoesNotFit (the model cannot be placed within the limits:
+/// the message names the first module or tensor that fits nowhere, its
+/// size, and the space left on every device). Thread-safe (pure).
 Result<DeviceMapPlan> PlanDeviceMap(const std::vector<TensorFootprint>& tensors, const DeviceMapOptions& options,
                                     const std::vector<uint64_t>& gpu_free_bytes);
 
@@ -124,8 +190,15 @@ Result<DeviceMapPlan> PlanDeviceMap(const std::vector<TensorFootprint>& tensors,
 // ---------------------------------------------------------------------------
 
 /// The accelerator runtime behind the staging loader. Handles (streams,
-/// events) are opaque integers owned by the backend. Every method returns
-/// kInternal/kUnsupported with the runtime's message on failure.
+/// events) are opaque integers owned by the backend. Sizes are in bytes,
+/// devices are ordinals 0..device_count()-1.
+/// Errors: kInternal with the runtime's message (reason "DeviceOutOfMemory"
+/// when an allocation does not fit, "CudaError" for other CUDA failures);
+/// kInvalidArgument for an unknown device, stream or event handle or a
+/// pointer outside device memory (reasons InvalidDevice, InvalidStream,
+/// InvalidEvent, InvalidDevicePointer); kUnsupported (reason
+/// UnsupportedConversion) for a conversion convert_async does not do.
+/// The free_* / destroy_* calls ignore null pointers and unknown handles.
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -159,20 +232,27 @@ class DeviceBackend {
   /// True when `event` completed (non-blocking).
   virtual Result<bool> event_done(uint64_t event) = 0;
   virtual void destroy_event(uint64_t event) = 0;
-  /// Synchronous device → host copy (tests, reports).
+  /// Synchronous device → host copy (tests, reports); waits first for all
+  /// work queued on `device` (every stream), then copies.
   virtual Status copy_to_host(void* dst, const void* src, uint64_t bytes, int device) = 0;
 };
 
 /// The CUDA runtime backend (cudart linked statically). Errors: kUnsupported
 /// reason "BuiltWithoutCuda" when hubload was configured without nvcc;
 /// kUnsupported reason "NoCudaDevice" (message has cudaGetErrorString) when
-/// the driver or a device is missing. Thread-safe.
+/// the driver or a device is missing. The backend is thread-safe: every call
+/// selects its device (cudaSetDevice) first; streams are non-blocking; pinned
+/// memory is portable (cudaHostAllocPortable); conversions run as small
+/// kernels with the integer rules of the CPU loader (bit-identical results).
 Result<std::shared_ptr<DeviceBackend>> MakeCudaBackend();
 
 /// A CPU-memory stand-in for tests and for planning on machines without a
 /// GPU: devices are heap regions with a byte budget; "async" copies run on a
 /// worker thread per stream in enqueue order, optionally slowed down; it
 /// records every operation so tests can check ordering and back-pressure.
+/// alloc_device beyond the budget fails like CUDA's out-of-memory (kInternal,
+/// reason "DeviceOutOfMemory"); device pointers are checked against the
+/// allocations. Thread-safe (one mutex; stream work runs on its worker).
 struct FakeDeviceOptions {
   int devices = 1;
   uint64_t memory_per_device = 1ull << 30;  // bytes
@@ -186,11 +266,15 @@ struct FakeDeviceEvent {
   uint64_t bytes = 0;
   uint64_t event = 0;  // kRecord/kComplete
 };
+// Log entries: kCopy and kConvert (bytes = source bytes) when the stream's
+// worker has executed them; kRecord when record_event is called (so in the
+// caller's enqueue order); kComplete when the worker reaches that event.
 class FakeDeviceBackend : public DeviceBackend {
  public:
   explicit FakeDeviceBackend(FakeDeviceOptions options = {});
   ~FakeDeviceBackend() override;
-  /// Every operation so far, in the order the fake device executed it.
+  /// Every operation so far, in the order the fake device executed it
+  /// (kRecord: in the order record_event was called).
   std::vector<FakeDeviceEvent> log() const;
   /// Most staging-buffer bytes that were enqueued and not yet completed at any
   /// moment (back-pressure checks).
@@ -225,12 +309,16 @@ struct DeviceTensor {
   Dtype dtype = Dtype::F32;       // dtype on the device (after conversion)
   std::vector<uint64_t> shape;     // outermost first, as in the checkpoint
   Device device;
-  void* data = nullptr;           // device pointer (host pointer for Device cpu)
-  uint64_t bytes = 0;
+  void* data = nullptr;           // device pointer (host pointer for Device cpu; null when bytes == 0)
+  uint64_t bytes = 0;             // bytes at `data` (after conversion)
   Dtype source_dtype = Dtype::F32;  // dtype in the checkpoint
 };
 
-/// Tensors on devices plus the backend that frees them. Move-only.
+/// Tensors on devices plus the backend that frees them. Move-only. On
+/// destruction (or move-assignment over it) device tensors are freed with
+/// backend()->free_device and Device::kCpu tensors with std::free (so code
+/// that appends cpu tensors allocates them with std::malloc/aligned_alloc).
+/// Not synchronised: one thread at a time.
 class DeviceStateDict {
  public:
   DeviceStateDict() = default;
@@ -243,9 +331,12 @@ class DeviceStateDict {
   /// Tensors in load order.
   std::vector<DeviceTensor>& tensors() { return tensors_; }
   const std::vector<DeviceTensor>& tensors() const { return tensors_; }
+  /// The tensor called `name` (linear search), or nullptr.
   const DeviceTensor* Find(std::string_view name) const;
   DeviceBackend* backend() const { return backend_.get(); }
-  /// Bytes of a tensor copied back to the host (tests, reports).
+  /// Bytes of a tensor copied back to the host (tests, reports), via
+  /// backend()->copy_to_host (which waits for queued work). Errors:
+  /// kInvalidArgument (NoBackend, InvalidTensor), the backend's, naming the tensor.
   Result<std::vector<uint8_t>> CopyToHost(const DeviceTensor& t) const;
 
  private:
@@ -256,20 +347,26 @@ class DeviceStateDict {
 
 struct StagingOptions {
   /// Size of one pinned staging buffer, bytes (fastsafetensors uses 16 MiB).
+  /// At least 8; a converted tensor is cut into pieces of whole elements.
   uint64_t buffer_bytes = 16ull << 20;
   /// Buffers in the ring (>= 2). Reading blocks when all are in flight.
   int num_buffers = 8;
-  /// Copy streams per device (>= 2); buffers are assigned round-robin.
+  /// Copy streams per device (>= 2); the k-th piece the loader stages goes
+  /// through ring buffer k % num_buffers on stream k % num_streams.
   int num_streams = 2;
   /// Convert floating-point tensors (BF16/F16/F8_E4M3/F8_E5M2/F32) to this
-  /// dtype on the device; nullopt keeps the checkpoint dtype. Other dtypes
-  /// are copied as they are.
+  /// dtype (F32, F16 or BF16) on the device (a device scratch buffer per ring
+  /// slot receives the raw piece; DeviceBackend::convert_async writes the
+  /// tensor); nullopt keeps the checkpoint dtype. Other dtypes (F64, F8_E8M0,
+  /// integers, ...) are copied as they are.
   std::optional<Dtype> target_dtype;
 };
 
 /// Reads `bytes` bytes at `offset` of a shard into `dst`; the staging loader
-/// calls it from its own thread, in increasing offsets. Errors are returned
-/// as they are (named by the caller).
+/// calls it on the thread that called LoadShard, in increasing offsets, with
+/// `dst` a pinned ring buffer (or host tensor memory for Device::kCpu). A
+/// non-OK Status stops the load; LoadShard returns it with its code and
+/// reason, the message prefixed with the tensor and shard.
 using ShardReader = std::function<Status(uint64_t offset, void* dst, uint64_t bytes)>;
 
 struct StagingStats {
@@ -282,7 +379,12 @@ struct StagingStats {
 /// Moves shards into device memory through a ring of pinned buffers.
 class StagingLoader {
  public:
-  /// Allocates the ring (num_buffers × buffer_bytes pinned) and the streams.
+  /// Allocates the ring (num_buffers × buffer_bytes pinned). Streams (and,
+  /// when converting, the device scratch buffers) are created on first use
+  /// of each device and kept until the loader is destroyed. Errors:
+  /// kInvalidArgument reason InvalidOptions (null backend, buffer_bytes < 8,
+  /// num_buffers < 2, num_streams < 2, target_dtype not F32/F16/BF16); the
+  /// backend's allocation errors.
   static Result<std::unique_ptr<StagingLoader>> Create(std::shared_ptr<DeviceBackend> backend,
                                                        StagingOptions options);
   ~StagingLoader();
@@ -291,9 +393,15 @@ class StagingLoader {
   /// `reader` offsets to the start of the shard file) to the device `place`
   /// returns for its name (Device::kCpu: a host copy). Reads through
   /// `reader` in file order, chunking tensors larger than a buffer; returns
-  /// after every copy completed. Appends to `out`. Errors name the shard
-  /// `label` and the tensor (kInvalidFormat, kInternal from the backend,
-  /// reader errors).
+  /// after every copy completed. Appends to `out`, which must have been
+  /// created with this loader's backend. Errors name the shard `label` and
+  /// the tensor (ErrorContext::tensor set): kInvalidArgument (InvalidDevice:
+  /// a GPU the backend does not have; UnsupportedDevice: "disk"),
+  /// kInvalidFormat (TensorInvalidInfo: offsets outside header.file_size),
+  /// kInternal from the backend (DeviceOutOfMemory, CudaError), reader
+  /// errors as returned. On error the queued copies are waited for and the
+  /// tensors this call added are freed and removed from `out` (earlier
+  /// shards stay). Stats accumulate over calls.
   Status LoadShard(const std::string& label, const safetensors::Header& header, const ShardReader& reader, const std::function<Device(const std::string&)>& place,
                    DeviceStateDict* out);
   const StagingStats& stats() const;

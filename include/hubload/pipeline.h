@@ -91,8 +91,11 @@ struct PretrainedRequest {
   ResolveOptions::Convention convention = ResolveOptions::Convention::kAuto;
   /// dtype, keep_in_fp32 modules, force_copy (torch_loader.h).
   LoadOptions load;
-  /// Target device. Only "cpu" (or "") is supported; anything else is
-  /// kUnsupported (reason UnsupportedDevice).
+  /// Target device. The functions of this header load to "cpu" (or "")
+  /// only; anything else is kUnsupported (reason UnsupportedDevice) here.
+  /// GPUs ("cuda", "cuda:N") and accelerate-style device_map placements go
+  /// through FetchAndLoadToDevice (device_pipeline.h), which uses this field
+  /// when DeviceLoadOptions::device is empty.
   std::string device = "cpu";
   /// Downloaded shards allowed to wait for the loader (queue capacity, >= 1).
   /// Download concurrency itself is ClientOptions::max_workers.

@@ -4,11 +4,26 @@
 // index or folder goes through the same pipeline without any network access.
 // Structure: parse args -> PretrainedRequest -> RunLoad -> print
 // (hubload::LoadReportJson / LoadSummaryText, torch_loader.h).
+//
+// With --device other than cpu, --device-map, --plan-only or --device-backend,
+// the device pipeline (hubload/device_pipeline.h) is used instead: headers
+// first, a device_map plan, then the staging loader; the plan is printed as a
+// table or, with --json, with every tensor's device and the sha256 of its
+// bytes copied back from the device (RunDeviceLoad / PrintDevice).
+#include <openssl/evp.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "hubload/device.h"
+#include "hubload/device_pipeline.h"
 #include "hubload/hub.h"
 #include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
@@ -23,6 +38,19 @@ struct LoadArgs {
   bool local = false;
   bool hub = false;
   bool json = false;
+  // Device path.
+  std::string device_map;
+  std::string max_memory;
+  std::vector<std::string> no_split;
+  bool plan_only = false;
+  std::string device_backend;  // "" (cuda when present), "cuda", "fake"
+  int fake_gpus = 1;
+  std::string fake_gpu_memory = "1GiB";
+  /// True when the device pipeline handles this load.
+  bool UsesDevicePath() const {
+    const std::string& d = request.device;
+    return !(d.empty() || d == "cpu") || !device_map.empty() || plan_only || !device_backend.empty();
+  }
 };
 
 struct LoadOutcome {
@@ -65,6 +93,167 @@ int Print(const LoadArgs& args, LoadOutcome& out) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// Device path.
+
+std::string Sha256Hex(const std::vector<uint8_t>& bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1) return "";
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+hubload::Result<hubload::DeviceLoadOptions> DeviceOptionsOf(const LoadArgs& a) {
+  hubload::DeviceLoadOptions o;
+  o.device = a.request.device;
+  o.plan_only = a.plan_only;
+  if (!a.device_map.empty()) {
+    HUBLOAD_ASSIGN_OR_RETURN(hubload::DeviceMapOptions m, hubload::ParseDeviceMap(a.device_map));
+    if (!a.max_memory.empty()) {
+      HUBLOAD_ASSIGN_OR_RETURN(m.max_memory, hubload::ParseMaxMemory(a.max_memory));
+    }
+    m.no_split_modules = a.no_split;
+    o.device_map = std::move(m);
+  } else if (!a.max_memory.empty() || !a.no_split.empty()) {
+    return hubload::Status(hubload::Code::kInvalidArgument,
+                           "--max-memory and --no-split apply to --device-map (e.g. --device-map auto)", "Usage");
+  }
+  if (a.device_backend == "fake") {
+    if (a.fake_gpus < 0)
+      return hubload::Status(hubload::Code::kInvalidArgument, "--fake-gpus must be >= 0", "Usage");
+    HUBLOAD_ASSIGN_OR_RETURN(uint64_t mem, hubload::ParseMemorySize(a.fake_gpu_memory));
+    hubload::FakeDeviceOptions fo;
+    fo.devices = a.fake_gpus;
+    fo.memory_per_device = mem;
+    o.backend = std::make_shared<hubload::FakeDeviceBackend>(fo);
+  } else if (a.device_backend == "cuda") {
+    auto b = hubload::MakeCudaBackend();
+    if (!b.ok())
+      return b.status().WithPrefix("--device-backend cuda (use --plan-only to plan without a GPU, or "
+                                   "--device-backend fake to test the path)");
+    o.backend = *b;
+  } else if (!a.device_backend.empty()) {
+    return hubload::Status(hubload::Code::kInvalidArgument,
+                           "--device-backend must be cuda or fake, got '" + a.device_backend + "'", "Usage");
+  }
+  return o;
+}
+
+int PrintDevice(const LoadArgs& args, const hubload::DeviceLoadResult& r) {
+  for (const auto& w : r.warnings) std::fprintf(stderr, "hubload load: warning: %s\n", w.c_str());
+  const std::string strategy =
+      args.device_map.empty() ? "device" : hubload::StrategyName(hubload::ParseDeviceMap(args.device_map)->strategy);
+  if (args.json) {
+    using ojson = nlohmann::ordered_json;
+    std::unordered_map<std::string, const hubload::DeviceTensor*> loaded;
+    for (const auto& t : r.tensors.tensors()) loaded[t.name] = &t;
+    ojson j;
+    j["repo_id"] = r.repo_id;
+    j["source"] = r.source;
+    j["revision"] = r.revision;
+    j["commit"] = r.commit;
+    j["files"] = r.files;
+    j["backend"] = r.backend;
+    j["plan_only"] = args.plan_only;
+    j["strategy"] = strategy;
+    j["gpu_free_bytes"] = r.gpu_free_bytes;
+    ojson dm = ojson::object();
+    for (const auto& [prefix, dev] : r.plan.device_map) dm[prefix] = dev.ToString();
+    j["device_map"] = dm;
+    ojson bpd = ojson::object();
+    for (const auto& [dev, bytes] : r.plan.bytes_per_device) bpd[dev] = bytes;
+    j["bytes_per_device"] = bpd;
+    ojson tensors = ojson::array();
+    for (const auto& p : r.planned) {
+      ojson t;
+      t["name"] = p.name;
+      t["file"] = p.file;
+      t["dtype"] = hubload::safetensors::DtypeName(p.dtype);
+      t["source_dtype"] = hubload::safetensors::DtypeName(p.source_dtype);
+      t["shape"] = p.shape;
+      t["bytes"] = p.bytes;
+      t["device"] = p.device.ToString();
+      auto it = loaded.find(p.name);
+      if (it != loaded.end()) {
+        auto bytes = r.tensors.CopyToHost(*it->second);
+        if (!bytes.ok()) return hubload::cli::Fail("load", bytes.status().ToString());
+        t["sha256"] = Sha256Hex(*bytes);
+      }
+      tensors.push_back(std::move(t));
+    }
+    j["tensors"] = std::move(tensors);
+    ojson disk = ojson::array();
+    for (const auto& d : r.disk_tensors)
+      disk.push_back({{"name", d.name}, {"file", d.file}, {"offset", d.offset}, {"bytes", d.bytes}});
+    j["disk_tensors"] = std::move(disk);
+    j["warnings"] = r.warnings;
+    j["timings"] = {{"plan_s", r.timings.plan_s},
+                    {"time_to_first_shard_s", r.timings.time_to_first_shard_s},
+                    {"download_s", r.timings.download_s},
+                    {"load_s", r.timings.load_s},
+                    {"total_s", r.timings.total_s}};
+    j["staging"] = {{"bytes_read", r.staging.bytes_read},
+                    {"bytes_copied", r.staging.bytes_copied},
+                    {"buffer_waits", r.staging.buffer_waits}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  if (r.source == "hub")
+    std::printf("%s@%s (commit %s)\n", r.repo_id.c_str(), r.revision.c_str(), r.commit.c_str());
+  size_t width = 6;
+  for (const auto& [prefix, dev] : r.plan.device_map) width = std::max(width, prefix.size() + 2);
+  std::printf("device_map (%s, backend %s):\n", strategy.c_str(), r.backend.empty() ? "none" : r.backend.c_str());
+  std::printf("  %-*s %s\n", static_cast<int>(width), "PREFIX", "DEVICE");
+  for (const auto& [prefix, dev] : r.plan.device_map)
+    std::printf("  %-*s %s\n", static_cast<int>(width), prefix.empty() ? "\"\"" : prefix.c_str(),
+                dev.ToString().c_str());
+  std::printf("bytes per device:\n");
+  // GPUs by ordinal, then cpu, then disk (the placement order).
+  std::vector<std::pair<hubload::Device, uint64_t>> per_device;
+  for (const auto& [dev, bytes] : r.plan.bytes_per_device) {
+    auto d = hubload::Device::Parse(dev);
+    if (d.ok()) per_device.emplace_back(*d, bytes);
+  }
+  std::sort(per_device.begin(), per_device.end(), [](const auto& x, const auto& y) {
+    auto rank = [](const hubload::Device& d) {
+      using K = hubload::Device::Kind;
+      return d.kind == K::kCuda ? 0 : d.kind == K::kCpu ? 1 : 2;
+    };
+    return std::make_pair(rank(x.first), x.first.index) < std::make_pair(rank(y.first), y.first.index);
+  });
+  for (const auto& [d, bytes] : per_device)
+    std::printf("  %-8s %s (%llu B)\n", d.ToString().c_str(),
+                hubload::cli::HumanBytes(static_cast<double>(bytes)).c_str(),
+                static_cast<unsigned long long>(bytes));
+  if (args.plan_only) {
+    std::printf("plan only: %zu tensors in %zu file(s), nothing downloaded or loaded\n", r.planned.size(),
+                r.files.size());
+  } else {
+    std::printf("loaded %zu tensors from %zu file(s)%s in %.3f s (time to first shard %.3f s)\n",
+                r.tensors.tensors().size(), r.files.size(),
+                r.disk_tensors.empty() ? "" : (", " + std::to_string(r.disk_tensors.size()) + " left on disk").c_str(),
+                r.timings.total_s, r.timings.time_to_first_shard_s);
+  }
+  return 0;
+}
+
+int RunDeviceLoad(const hubload::HubConfig& config, const LoadArgs& args) {
+  auto opts = DeviceOptionsOf(args);
+  if (!opts.ok()) return hubload::cli::Fail("load", opts.status().ToString());
+  hubload::ClientOptions co;
+  co.config = config;
+  hubload::HubClient client(co);
+  auto r = hubload::FetchAndLoadToDevice(client, args.request, *opts);
+  if (!r.ok()) return hubload::cli::Fail("load", r.status().ToString());
+  return PrintDevice(args, *r);
+}
+
 hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
   auto* sub = app.add_subcommand(
       "load", "Load a model by Hub repo id (downloading into the cache, each shard loaded as it arrives) or from a "
@@ -84,14 +273,35 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
   sub->add_option("--dtype", a->dtype, "auto|fp32|fp16|bf16 for floating tensors")->capture_default_str();
   sub->add_option("--keep-in-fp32", r.load.keep_in_fp32,
                   "module name kept in fp32 (whole dot-component match); repeatable");
-  sub->add_option("--device", r.device, "target device (only cpu is supported)")->capture_default_str();
+  sub->add_option("--device", r.device,
+                  "target device: cpu (LibTorch tensors) or cuda / cuda:N (device memory through the staging loader)")
+      ->capture_default_str();
+  sub->add_option("--device-map", a->device_map,
+                  "place the model over several devices as accelerate does: auto, balanced, balanced_low_0, "
+                  "sequential, or PREFIX=DEVICE,... (e.g. text_model=0,lm_head=cpu; =cuda:0 for everything)");
+  sub->add_option("--max-memory", a->max_memory,
+                  "bytes each device may take with --device-map, e.g. 0=10GB,1=10GB,cpu=30GB (GiB etc. allowed; "
+                  "disk=SIZE allows leaving tensors in the cached file)");
+  sub->add_option("--no-split", a->no_split,
+                  "module that must stay on one device with --device-map (dotted name, * for one segment, e.g. "
+                  "model.layers.*); repeatable");
+  sub->add_flag("--plan-only", a->plan_only,
+                "print the device placement computed from the shard headers and stop (nothing downloaded or "
+                "loaded; works without a GPU)");
+  sub->add_option("--device-backend", a->device_backend,
+                  "cuda (default when available) or fake (testing aid: host memory posing as --fake-gpus GPUs, so "
+                  "the whole device path runs on a CPU machine)");
+  sub->add_option("--fake-gpus", a->fake_gpus, "number of GPUs of --device-backend fake")->capture_default_str();
+  sub->add_option("--fake-gpu-memory", a->fake_gpu_memory, "memory of each fake GPU (e.g. 10GB)")
+      ->capture_default_str();
   sub->add_option("--max-shards-in-flight", r.max_shards_in_flight,
                   "downloaded shards allowed to wait for the loader")->capture_default_str();
   auto* local = sub->add_flag("--local", a->local, "treat the argument as a local path");
   sub->add_flag("--hub", a->hub, "treat the argument as a Hub repo id")->excludes(local);
   sub->add_flag("--json", a->json,
                 "print the JSON report (dtype, shape, sum, sha256 per tensor; timings incl. time_to_first_tensor_s, "
-                "download_s, load_s, total_s)");
+                "download_s, load_s, total_s; on the device path: device_map, bytes_per_device, and per tensor its "
+                "device and the sha256 of its bytes copied back)");
   return [a, &g]() -> int {
     auto d = hubload::ParseTargetDtype(a->dtype);
     if (!d.ok()) return hubload::cli::Fail("load", d.status().message());
@@ -101,6 +311,9 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
     a->request.repo_type = *rt;
     if (a->local) a->request.source = hubload::PretrainedRequest::Source::kLocal;
     if (a->hub) a->request.source = hubload::PretrainedRequest::Source::kHub;
+    if (a->UsesDevicePath()) return RunDeviceLoad(g.config, *a);
+    if (!a->max_memory.empty() || !a->no_split.empty())
+      return hubload::cli::Fail("load", "--max-memory and --no-split apply to --device-map (e.g. --device-map auto)");
     auto out = RunLoad(g.config, *a);
     if (!out.ok()) return hubload::cli::Fail("load", out.status().ToString());
     return Print(*a, *out);
