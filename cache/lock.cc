@@ -3,6 +3,7 @@
 // by a heartbeat where flock is unavailable or not trusted (see LockMode in
 // hubload/cache.h; B09).
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -86,6 +88,17 @@ class Backoff {
   std::chrono::milliseconds cur_{5};
   std::chrono::milliseconds cap_;
 };
+
+// True when a lease's holder line ("pid N host H") names a process of this
+// host that no longer exists (kill(N, 0) fails with ESRCH).
+bool HolderIsDeadHere(const std::string& holder) {
+  unsigned long pid = 0;
+  char host[256] = {0};
+  if (std::sscanf(holder.c_str(), "pid %lu host %255s", &pid, host) != 2 || pid == 0) return false;
+  char me[256] = {0};
+  if (::gethostname(me, sizeof me - 1) != 0 || std::strcmp(me, host) != 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
 
 // Removes `lease` if it is still the very file `seen` (same inode) and still
 // stale; one waiter at a time (O_EXCL breaker file), so that two waiters can
@@ -165,6 +178,8 @@ Result<std::unique_ptr<FileLock::Lease>> AcquireLease(const std::string& lock_pa
                                                       Clock::time_point deadline, double timeout_s,
                                                       const FileLockOptions& options) {
   Backoff backoff(std::chrono::milliseconds(250));
+  auto start = Clock::now();
+  bool told = false;
   while (true) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) {
@@ -200,6 +215,16 @@ Result<std::unique_ptr<FileLock::Lease>> AcquireLease(const std::string& lock_pa
     if (age > options.stale_after_s) {
       HUBLOAD_RETURN_IF_ERROR(BreakStaleLease(path, st, options.stale_after_s));
       if (::access(path.c_str(), F_OK) != 0) continue;
+    } else if (HolderIsDeadHere(ReadSmall(path))) {
+      // Its holder was this host's process and is gone (Ctrl-C, kill): no need to wait for staleness.
+      HUBLOAD_RETURN_IF_ERROR(BreakStaleLease(path, st, -1));
+      if (::access(path.c_str(), F_OK) != 0) continue;
+    }
+    if (!told && Clock::now() - start > std::chrono::seconds(2)) {
+      told = true;
+      std::string holder = ReadSmall(path);
+      spdlog::info("waiting for the lock lease {} held by {} (stale after {} s without refresh)", path,
+                   holder.empty() ? "an unknown process" : holder, Seconds(options.stale_after_s));
     }
     if (Clock::now() >= deadline) {
       std::string holder = ReadSmall(path);

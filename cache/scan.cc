@@ -92,8 +92,14 @@ Result<CachedRepo> ScanRepo(const std::string& cache_dir, const std::string& fol
     if (!e.is_regular_file(e2)) continue;
     std::string name = e.path().filename().string();
     uint64_t sz = e.file_size(e2);
-    repo.size_on_disk += sz;
     if (name.find('.') != std::string::npos) {  // *.incomplete, *.tmpXXXX, other partials
+      // A ranged partial is sparse (sized up front): count the bytes really on disk.
+      struct stat pst;
+      if (::stat(e.path().c_str(), &pst) == 0)
+        sz = std::min<uint64_t>(sz, static_cast<uint64_t>(pst.st_blocks) * 512);
+    }
+    repo.size_on_disk += sz;
+    if (name.find('.') != std::string::npos) {
       repo.incomplete_files.push_back(e.path().string());
       repo.incomplete_bytes += sz;
     } else {
@@ -184,6 +190,23 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
   CachedRepo& repo = *repo_r;
   DeleteReport rep;
   if (revision.empty()) {
+    // Never pull a partial from under a running download: take every partial's
+    // lock without waiting (held until the folder is gone), else refuse.
+    std::vector<FileLock> held;
+    for (auto& f : repo.incomplete_files) {
+      std::string name = fs::path(f).filename().string();
+      std::string etag = name.substr(0, name.find('.'));
+      if (etag.empty()) continue;
+      auto l = FileLock::Acquire(rc.LockPath(etag), 0);
+      if (!l.ok()) {
+        if (l.status().reason() != "LockTimeout") return l.status();
+        return Status(Code::kConflict,
+                      "cannot delete " + std::string(repo_id) + ": a download is writing " + f +
+                          " (its lock " + rc.LockPath(etag) + " is held); retry when it has finished",
+                      "DownloadInProgress", ctx);
+      }
+      held.push_back(std::move(*l));
+    }
     rep.freed_bytes = repo.size_on_disk;
     for (auto& r : repo.revisions) rep.deleted_snapshots.push_back(r.commit);
     for (auto& [n, c] : repo.refs) rep.deleted_refs.push_back(n);

@@ -725,7 +725,7 @@ struct HubClient::Impl {
       };
       auto r = FetchRanged(open_ranged, url, m, ctx, progress, cancel, cb);
       if (r.ok()) return Status::Ok();
-      const std::string& why = r.status().reason();
+      const std::string why = r.status().reason();
       if (why != "RangesUnusable" && why != "HashMismatch") return r.status();
       spdlog::warn("{}: {}; downloading it again on one connection", ctx.file, r.status().message());
     }

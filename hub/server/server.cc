@@ -9,6 +9,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -196,6 +197,12 @@ struct Server::Impl {
           conn_fds[fd]++;
         }
         std::thread([this, s, cdn, fd]() mutable {
+          // A client hanging up during sendfile(2) raises SIGPIPE in this thread:
+          // block it so the write fails with EPIPE instead of killing the process.
+          sigset_t pipe_set;
+          sigemptyset(&pipe_set);
+          sigaddset(&pipe_set, SIGPIPE);
+          pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
           Serve(*s, cdn);
           beast::error_code ignored;
           std::lock_guard<std::mutex> lock(conn_mu);

@@ -425,6 +425,12 @@ Result<DeviceMapPlan> PlanDeviceMap(const std::vector<TensorFootprint>& tensors,
 
   auto unsplittable = [&](const Node& n) {
     if (n.children.empty() || n.tensor) return true;  // a tensor (or a tensor that is also a module prefix)
+    // A module holding only tensors (a Linear's weight + bias) is never split,
+    // as accelerate never splits a module without child modules. The root is
+    // not a module of the checkpoint: its top-level tensors are placed one by one.
+    if (&n != &tree.nodes[0] && std::all_of(n.children.begin(), n.children.end(),
+                                            [&](int c) { return tree.nodes[c].children.empty(); }))
+      return true;
     for (const auto& p : no_split)
       if (MatchesPattern(p, n)) return true;
     return false;

@@ -382,7 +382,13 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
       gpu_free.push_back(*f > scratch ? *f - scratch : 0);
     }
   } else {
-    const int named = NamedGpuCount(map);
+    int named = NamedGpuCount(map);
+    if (options.device_map) {
+      // `--device cuda:N` next to a device_map names the GPUs to plan for as well.
+      const std::string text = options.device.empty() ? req.device : options.device;
+      auto d = Device::Parse(text.empty() ? "cpu" : text);
+      if (d.ok() && d->kind == Device::Kind::kCuda) named = std::max(named, d->index + 1);
+    }
     if (named > 0 && !options.plan_only) {
       Status st(Code::kUnsupported,
                 what + " needs a GPU but none is usable (" + no_cuda +

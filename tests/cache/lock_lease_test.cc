@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -105,6 +106,33 @@ TEST(FileLockLease, LiveLeaseIsNotTakenOverAndTheTimeoutNamesThePaths) {
   EXPECT_NE(l.status().message().find(f.lease), std::string::npos) << l.status().message();
   EXPECT_NE(l.status().message().find("pid 999999 host gone-host"), std::string::npos) << l.status().message();
   EXPECT_EQ(ReadText(f.lease), "pid 999999 host gone-host\n");  // untouched
+}
+
+TEST(FileLockLease, FreshLeaseOfADeadProcessOnThisHostIsTakenOverAtOnce) {
+  // Ctrl-C / kill of a lease holder: the next run must not wait for the 10 min staleness.
+  LeaseFixture f;
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  waitpid(child, nullptr, 0);  // now a pid with no process
+  char host[256] = {0};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  hubload::testing::WriteFileBytes(f.lease, "pid " + std::to_string(child) + " host " + host + "\n");
+  auto l = FileLock::Acquire(f.lock, 5, Lease());  // default stale limit: 600 s
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(ReadText(f.lease), "pid " + std::to_string(getpid()) + " host " + host + "\n");
+}
+
+TEST(FileLockLease, FreshLeaseOfALiveProcessOnThisHostIsRespected) {
+  LeaseFixture f;
+  char host[256] = {0};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  std::string mine = "pid " + std::to_string(getppid()) + " host " + host + "\n";  // the parent is alive
+  hubload::testing::WriteFileBytes(f.lease, mine);
+  auto l = FileLock::Acquire(f.lock, 0.3, Lease());
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().reason(), "LockTimeout");
+  EXPECT_EQ(ReadText(f.lease), mine);
 }
 
 TEST(FileLockLease, DefaultStaleLimitIsTenMinutes) {

@@ -143,3 +143,41 @@ TEST(CachePrune, BadArguments) {
   EXPECT_EQ(missing.status().code(), hubload::Code::kNotFound);
   EXPECT_NE(missing.status().message().find(tmp.str() + "/nope"), std::string::npos);
 }
+
+TEST(CacheDelete, RefusesWhileADownloadHoldsAPartialAndCountsSparseBytes) {
+  hubload::testing::TempDir tmp;
+  fs::path cache = tmp.path();
+  fs::path repo = cache / "models--org--m";
+  std::string etag = Etag(7);
+  // A sparse ranged partial: 64 MiB long, 1 MiB of it written.
+  std::string partial = (repo / "blobs" / (etag + ".ranges.incomplete")).string();
+  fs::create_directories(repo / "blobs");
+  {
+    int fd = ::open(partial.c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 64 * kMiB), 0);
+    std::string mib(kMiB, 'y');
+    ASSERT_EQ(::pwrite(fd, mib.data(), mib.size(), 0), static_cast<ssize_t>(kMiB));
+    ::close(fd);
+  }
+  auto scan = hubload::ScanCache(cache.string());
+  ASSERT_TRUE(scan.ok()) << scan.status().ToString();
+  ASSERT_EQ(scan->repos.size(), 1u);
+  EXPECT_GE(scan->repos[0].incomplete_bytes, kMiB);       // what is on disk ...
+  EXPECT_LT(scan->repos[0].incomplete_bytes, 2 * kMiB);   // ... not the 64 MiB length
+  std::string lock = (cache / ".locks/models--org--m" / (etag + ".lock")).string();
+  fs::create_directories(fs::path(lock).parent_path());
+  {
+    LockHolder holder(lock);
+    auto d = hubload::DeleteFromCache(cache.string(), "org/m", hubload::RepoType::kModel);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), hubload::Code::kConflict);
+    EXPECT_EQ(d.status().reason(), "DownloadInProgress");
+    EXPECT_NE(d.status().message().find(partial), std::string::npos) << d.status().message();
+    EXPECT_TRUE(fs::exists(partial));
+  }
+  auto d = hubload::DeleteFromCache(cache.string(), "org/m", hubload::RepoType::kModel);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->deleted_repo);
+  EXPECT_FALSE(fs::exists(repo));
+}

@@ -41,10 +41,10 @@ const char* kShard2 = "model-00002-of-00002.safetensors";
 void WriteModel(const fs::path& dir) {
   WriteSharded(dir, "model.safetensors.index.json",
                {{kShard1,
-                 {MakeTensor("embed.weight", "F32", {10}, 1), MakeTensor("layers.0.a", "F32", {5}, 2),
-                  MakeTensor("layers.0.b", "F32", {5}, 3)}},
+                 {MakeTensor("embed.weight", "F32", {10}, 1), MakeTensor("layers.0.a.weight", "F32", {5}, 2),
+                  MakeTensor("layers.0.b.weight", "F32", {5}, 3)}},
                 {kShard2,
-                 {MakeTensor("layers.1.a", "F32", {5}, 4), MakeTensor("layers.1.b", "F32", {5}, 5),
+                 {MakeTensor("layers.1.a.weight", "F32", {5}, 4), MakeTensor("layers.1.b.weight", "F32", {5}, 5),
                   MakeTensor("head.weight", "F32", {5}, 6)}}});
 }
 
@@ -153,10 +153,10 @@ TEST(DeviceCli, FakeGpusLoadEveryTensorWithTheFilesBytes) {
                              {"head", "cpu"}}));
   EXPECT_EQ(j["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cuda:1", 60}, {"cpu", 20}}));
   EXPECT_EQ(TensorDevices(j), (std::map<std::string, std::string>{{"embed.weight", "cuda:0"},
-                                                                  {"layers.0.a", "cuda:0"},
-                                                                  {"layers.0.b", "cuda:1"},
-                                                                  {"layers.1.a", "cuda:1"},
-                                                                  {"layers.1.b", "cuda:1"},
+                                                                  {"layers.0.a.weight", "cuda:0"},
+                                                                  {"layers.0.b.weight", "cuda:1"},
+                                                                  {"layers.1.a.weight", "cuda:1"},
+                                                                  {"layers.1.b.weight", "cuda:1"},
                                                                   {"head.weight", "cpu"}}));
   EXPECT_EQ(j["backend"], "fake");
   auto bytes = ModelBytes(d.path() / "m");
@@ -244,7 +244,7 @@ TEST(DeviceCli, DiskTensorsStayInTheFile) {
   }
   auto offsets = DataOffsetsOf(d.path() / "m" / kShard2);
   ASSERT_EQ(j["disk_tensors"].size(), 3u);
-  const char* names[] = {"layers.1.a", "layers.1.b", "head.weight"};
+  const char* names[] = {"layers.1.a.weight", "layers.1.b.weight", "head.weight"};
   for (size_t i = 0; i < 3; ++i) {
     const auto& t = j["disk_tensors"][i];
     EXPECT_EQ(t["name"], names[i]);
@@ -280,7 +280,7 @@ TEST(DeviceCli, ErrorsAreOneLineExit1) {
       // cuda:0 has 50 B, cpu 10 B: embed (40) -> cuda:0, layers.0.a (20) fits neither 10 B left nor cpu.
       {m + " --device-map sequential --max-memory cpu=10B --device-backend fake --fake-gpus 1 --fake-gpu-memory "
            "50B --plan-only",
-       {"DoesNotFit", "tensor 'layers.0.a' (20 B)", "cuda:0 10 B left of 50 B", "cpu 10 B left of 10 B"}},
+       {"DoesNotFit", "'layers.0.a' (20 B)", "cuda:0 10 B left of 50 B", "cpu 10 B left of 10 B"}},
       {m + " --device-map embed=cpu,layers=cpu --plan-only", {"UncoveredTensor", "'head.weight'"}},
       {m + " --device-map everywhere --plan-only", {"InvalidDeviceMap", "'everywhere'"}},
       {m + " --max-memory 0=1GB", {"--device-map"}},

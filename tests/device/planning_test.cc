@@ -77,8 +77,8 @@ TEST(PlanDeviceMap, SequentialFillsEachGpuThenCpu) {
 
 // embed 40 | layers.0.{a,b} 15+15 | layers.1.{a,b} 15+15 | head 20  (total 120)
 std::vector<TensorFootprint> TwoBlockModel() {
-  return {{"embed.weight", 40}, {"layers.0.a", 15}, {"layers.0.b", 15},
-          {"layers.1.a", 15},   {"layers.1.b", 15}, {"head.weight", 20}};
+  return {{"embed.weight", 40}, {"layers.0.a.weight", 15}, {"layers.0.b.weight", 15},
+          {"layers.1.a.weight", 15},   {"layers.1.b.weight", 15}, {"head.weight", 20}};
 }
 
 TEST(PlanDeviceMap, ModulesAreSplitWhenAllowed) {
@@ -172,8 +172,8 @@ TEST(PlanDeviceMap, BalancedBufferIsTheLargestNoSplitModule) {
   // cuda:0: embed (10), layers.0 (50), layers.1 (90), layers.2 (130); layers.3 would make 170 -> cuda:1.
   std::vector<TensorFootprint> t = {{"embed.weight", 10}};
   for (int i = 0; i < 4; ++i) {
-    t.push_back({"layers." + std::to_string(i) + ".a", 10});
-    t.push_back({"layers." + std::to_string(i) + ".b", 30});
+    t.push_back({"layers." + std::to_string(i) + ".a.weight", 10});
+    t.push_back({"layers." + std::to_string(i) + ".b.weight", 30});
   }
   auto plan = PlanDeviceMap(t, Opts(Strategy::kBalanced, {}, {"layers.*"}), {1000, 1000});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -229,6 +229,24 @@ TEST(PlanDeviceMap, DiskIsUsedOnlyWhenListed) {
   EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cuda:0", 40}, {"disk", 30}}));
 }
 
+TEST(PlanDeviceMap, AModuleHoldingOnlyTensorsIsNeverSplit) {
+  // proj.weight 30 + proj.bias 10: 25 B on cuda:0 cannot take proj (40) and proj holds only tensors,
+  // so it moves whole to the cpu instead of leaving its bias on the GPU (accelerate never splits a
+  // module without child modules). Top-level tensors of the root are still placed one by one.
+  std::vector<TensorFootprint> t = {{"proj.bias", 10}, {"proj.weight", 30}, {"scale", 20}};
+  auto plan = PlanDeviceMap(t, Opts(Strategy::kSequential), {25});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->DeviceOf("proj.bias"), kCpu);
+  EXPECT_EQ(plan->DeviceOf("proj.weight"), kCpu);
+  EXPECT_EQ(plan->DeviceOf("scale"), kCpu);  // cuda:0 is never revisited after proj moved on
+  EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cpu", 60}}));
+  plan = PlanDeviceMap({{"scale", 20}, {"proj.bias", 10}, {"proj.weight", 30}}, Opts(Strategy::kSequential), {25});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->DeviceOf("scale"), kGpu0);
+  EXPECT_EQ(plan->DeviceOf("proj.weight"), kCpu);
+  EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cuda:0", 20}, {"cpu", 40}}));
+}
+
 TEST(PlanDeviceMap, ImpossibleFitNamesTheTensorItsSizeAndTheSpaceLeft) {
   std::vector<TensorFootprint> t = {{"a.w", 40}, {"b.w", 30}};
   auto plan = PlanDeviceMap(t, Opts(Strategy::kSequential, {{"cpu", 20}}), {50});
@@ -237,7 +255,7 @@ TEST(PlanDeviceMap, ImpossibleFitNamesTheTensorItsSizeAndTheSpaceLeft) {
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_EQ(st.reason(), "DoesNotFit");
   const std::string& m = st.message();
-  EXPECT_NE(m.find("tensor 'b.w' (30 B)"), std::string::npos) << m;
+  EXPECT_NE(m.find("module (not split) 'b' (30 B)"), std::string::npos) << m;
   EXPECT_NE(m.find("cuda:0 10 B left of 50 B"), std::string::npos) << m;
   EXPECT_NE(m.find("cpu 20 B left of 20 B"), std::string::npos) << m;
   EXPECT_NE(m.find("disk"), std::string::npos) << m;
@@ -245,17 +263,18 @@ TEST(PlanDeviceMap, ImpossibleFitNamesTheTensorItsSizeAndTheSpaceLeft) {
 
 TEST(PlanDeviceMap, ImpossibleFitNamesTheNoSplitModule) {
   // "b" (15 + 15) must stay whole: it fits neither the 10 left on cuda:0 nor cpu's 20.
-  std::vector<TensorFootprint> t = {{"a.w", 40}, {"b.x", 15}, {"b.y", 15}};
+  std::vector<TensorFootprint> t = {{"a.w", 40}, {"b.x.w", 15}, {"b.y.w", 15}};
   auto plan = PlanDeviceMap(t, Opts(Strategy::kSequential, {{"cpu", 20}}, {"b"}), {50});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().reason(), "DoesNotFit");
   EXPECT_NE(plan.status().message().find("module (not split) 'b' (30 B)"), std::string::npos)
       << plan.status().message();
   // Splittable, it still does not fit: b.x (15 > 10 left on cuda:0) -> cpu (15 of 20), then b.y
-  // (15 > 5 left) fits nowhere and is the one named.
+  // (15 > 5 left; a module of tensors only, so not split further) fits nowhere and is the one named.
   plan = PlanDeviceMap(t, Opts(Strategy::kSequential, {{"cpu", 20}}), {50});
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("tensor 'b.y' (15 B)"), std::string::npos) << plan.status().message();
+  EXPECT_NE(plan.status().message().find("module (not split) 'b.y' (15 B)"), std::string::npos)
+      << plan.status().message();
   EXPECT_NE(plan.status().message().find("cpu 5 B left of 20 B"), std::string::npos) << plan.status().message();
 }
 

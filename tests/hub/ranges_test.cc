@@ -295,3 +295,22 @@ TEST(ReadRange, RangeIgnoredIsCutAndCachedCommitCostsNoRequest) {
   Gets(f.log, "");
   EXPECT_EQ(f.hub->server->stats().requests, before);
 }
+
+TEST(ReadRange, ServerSurvivesClientsHangingUpMidBody) {
+  // Each ReadRange below closes its connection after 16 bytes of a 32 MiB body
+  // that the server is still sending (Range ignored): the in-process server must
+  // get EPIPE, not a SIGPIPE that kills this process.
+  Fixture f(32 * kMiB, 9);
+  ASSERT_TRUE(f.hub);
+  f.hub->faults().SetIgnoreRange(true);
+  TempDir cache;
+  hubload::HubClient client(Ranged(*f.hub, cache.str()));
+  for (int i = 0; i < 8; ++i) {
+    auto r = client.ReadRange(Req("model.safetensors"), 1000 * static_cast<uint64_t>(i), 16);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, f.data.substr(1000 * static_cast<size_t>(i), 16));
+  }
+  auto p = client.Download(Req("model.safetensors"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+}
