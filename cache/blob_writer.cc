@@ -14,17 +14,9 @@
 namespace hubload {
 namespace {
 
-constexpr size_t kWriteBuffer = 1 << 20;  // ≥ 1 MiB writes (performance.md §2)
+using cache_internal::Hex;
 
-std::string Hex(const unsigned char* md, unsigned len) {
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned i = 0; i < len; ++i) {
-    s.push_back(hex[md[i] >> 4]);
-    s.push_back(hex[md[i] & 15]);
-  }
-  return s;
-}
+constexpr size_t kWriteBuffer = 1 << 20;  // ≥ 1 MiB writes (performance.md §2)
 
 }  // namespace
 
@@ -44,15 +36,7 @@ struct BlobWriter::Impl {
     EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
   }
   Status Flush(const std::string& path) {
-    size_t off = 0;
-    while (off < buf.size()) {
-      ssize_t w = ::pwrite(fd, buf.data() + off, buf.size() - off, static_cast<off_t>(flushed + off));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return cache_internal::IoError("cannot write partial download", path, errno);
-      }
-      off += static_cast<size_t>(w);
-    }
+    HUBLOAD_RETURN_IF_ERROR(cache_internal::PwriteAll(fd, buf.data(), buf.size(), flushed, path));
     flushed += buf.size();
     buf.clear();
     return Status::Ok();

@@ -19,6 +19,9 @@
 namespace hubload {
 namespace {
 
+using cache_internal::Hex;
+using cache_internal::PwriteAll;
+
 constexpr uint64_t kMinChunk = 1ull << 20;
 constexpr size_t kFlushBytes = 1 << 20;  // >= 1 MiB writes (performance.md §2)
 constexpr char kMagic[16] = {'h', 'u', 'b', 'l', 'o', 'a', 'd', '-', 'r', 'a', 'n', 'g', 'e', 's', '1', '\n'};
@@ -31,31 +34,6 @@ uint64_t GetLe64(const unsigned char* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
-}
-
-Status PwriteAll(int fd, const void* data, size_t n, uint64_t off, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return cache_internal::IoError("cannot write partial download", path, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-    off += static_cast<uint64_t>(w);
-  }
-  return Status::Ok();
-}
-
-std::string Hex(const unsigned char* md, unsigned len) {
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned i = 0; i < len; ++i) {
-    s.push_back(hex[md[i] >> 4]);
-    s.push_back(hex[md[i] & 15]);
-  }
-  return s;
 }
 
 }  // namespace

@@ -16,6 +16,31 @@ Status IoError(const std::string& what, const std::string& path, int err) {
                 full ? "DiskFull" : "IOError", cache_internal::FileCtx(path));
 }
 
+std::string Hex(const unsigned char* md, unsigned len) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s.push_back(hex[md[i] >> 4]);
+    s.push_back(hex[md[i] & 15]);
+  }
+  return s;
+}
+
+Status PwriteAll(int fd, const void* data, size_t n, uint64_t off, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return IoError("cannot write partial download", path, errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    off += static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
+}
+
 std::string RandomSuffix() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   static const char* hex = "0123456789abcdef";

@@ -1,6 +1,8 @@
 // Internal helpers shared by cache/*.cc (not installed).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "hubload/status.h"
@@ -26,6 +28,13 @@ inline ErrorContext RepoRevCtx(std::string repo_id, std::string rev) {
   c.revision = std::move(rev);
   return c;
 }
+
+/// Lowercase hex of a digest (sha256 names of blobs).
+std::string Hex(const unsigned char* md, unsigned len);
+
+/// pwrite(2) of all `n` bytes at `off` (EINTR and short writes handled);
+/// IoError naming `path` on failure (kDiskFull for ENOSPC/EDQUOT/EFBIG).
+Status PwriteAll(int fd, const void* data, size_t n, uint64_t off, const std::string& path);
 
 /// 8 random hex characters (temp-file suffixes).
 std::string RandomSuffix();

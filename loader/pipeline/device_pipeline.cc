@@ -27,33 +27,21 @@
 #include "hubload/pipeline.h"
 #include "loader/pipeline/completion_queue.h"
 
+#include "loader/pipeline/common.h"
+
 namespace hubload {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using pipeline_internal::Clock;
 using pipeline_internal::CompletedFile;
 using pipeline_internal::CompletionQueue;
 
 constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
 
-double Seconds(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-std::string Basename(const std::string& p) {
-  auto pos = p.find_last_of('/');
-  return pos == std::string::npos ? p : p.substr(pos + 1);
-}
-
-Status WithContext(Status st, const std::string& repo_id, const std::string& revision, const std::string& file) {
-  if (st.ok()) return st;
-  ErrorContext& c = st.mutable_context();
-  if (c.repo_id.empty()) c.repo_id = repo_id;
-  if (c.revision.empty()) c.revision = revision;
-  if (c.file.empty()) c.file = file;
-  return st;
-}
+using pipeline_internal::Basename;
+using pipeline_internal::Seconds;
+using pipeline_internal::WithContext;
 
 bool IsLocal(const PretrainedRequest& req) {
   if (req.source == PretrainedRequest::Source::kLocal) return true;
