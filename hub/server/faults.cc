@@ -1,6 +1,8 @@
 // Fault switches of `hubload serve` (see hubload/server.h).
 #include "hubload/server.h"
 
+#include <thread>
+
 namespace hubload::server {
 namespace {
 bool Matches(const std::string& sub, const std::string& path) { return sub.empty() || path.find(sub) != std::string::npos; }
@@ -17,6 +19,7 @@ Faults& Faults::operator=(const Faults& other) {
   replace_rules_ = other.replace_rules_;
   latency_ms_ = other.latency_ms_;
   bandwidth_ = other.bandwidth_;
+  total_bandwidth_ = other.total_bandwidth_;
   ignore_range_ = other.ignore_range_;
   strip_length_ = other.strip_length_;
   return *this;
@@ -47,6 +50,35 @@ void Faults::SetBandwidthBytesPerSec(uint64_t bytes_per_s) {
   bandwidth_ = bytes_per_s;
 }
 
+void Faults::SetTotalBandwidthBytesPerSec(uint64_t bytes_per_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  total_bandwidth_ = bytes_per_s;
+  link_free_at_ = std::chrono::steady_clock::now();
+}
+
+uint64_t Faults::total_bandwidth_bytes_per_s() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_bandwidth_;
+}
+
+void Faults::ThrottleTotal(uint64_t n, const std::atomic<bool>& stopping) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (total_bandwidth_ == 0) return;
+    auto now = Clock::now();
+    // An idle link accumulates at most 20 ms of credit (no long bursts).
+    auto earliest = now - std::chrono::milliseconds(20);
+    if (link_free_at_ < earliest) link_free_at_ = earliest;
+    link_free_at_ += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(static_cast<double>(n) / static_cast<double>(total_bandwidth_)));
+    due = link_free_at_;
+  }
+  while (!stopping.load() && Clock::now() < due)
+    std::this_thread::sleep_for(std::min<Clock::duration>(due - Clock::now(), std::chrono::milliseconds(50)));
+}
+
 void Faults::SetIgnoreRange(bool on) {
   std::lock_guard<std::mutex> lock(mu_);
   ignore_range_ = on;
@@ -74,6 +106,7 @@ void Faults::Clear() {
   replace_rules_.clear();
   latency_ms_ = 0;
   bandwidth_ = 0;
+  total_bandwidth_ = 0;
   ignore_range_ = false;
   strip_length_ = false;
 }

@@ -516,8 +516,10 @@ bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& 
   }
 
   uint64_t cap = faults->bandwidth_bytes_per_s();
-  size_t chunk = cap ? static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(64 * 1024, cap / 20)))
-                     : static_cast<size_t>(1 << 20);
+  const uint64_t total_cap = faults->total_bandwidth_bytes_per_s();
+  uint64_t piece = cap ? std::max<uint64_t>(1, std::min<uint64_t>(64 * 1024, cap / 20)) : (1u << 20);
+  if (total_cap) piece = std::min<uint64_t>(piece, std::max<uint64_t>(1, std::min<uint64_t>(64 * 1024, total_cap / 50)));
+  size_t chunk = static_cast<size_t>(piece);
   auto t0 = std::chrono::steady_clock::now();
   int fd = -1;
   std::string buffer;
@@ -528,7 +530,7 @@ bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& 
   }
   uint64_t done = 0;
   bool ok = true;
-  if (fd >= 0 && !cap && !drop_after && !stall) {
+  if (fd >= 0 && !cap && !total_cap && !drop_after && !stall) {
     // Plain file body: sendfile(2), no copy through user space.
     off_t off = static_cast<off_t>(resp.offset);
     int sfd = sock.native_handle();
@@ -579,6 +581,7 @@ bool Server::Impl::WriteResponse(tcp::socket& sock, const Request& r, Response& 
     } else {
       data = resp.body.data() + done;
     }
+    if (total_cap) faults->ThrottleTotal(want, stopping);
     asio::write(sock, asio::buffer(data, want), ec);
     if (ec) {
       ok = false;

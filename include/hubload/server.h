@@ -29,6 +29,8 @@
 // *.ot, *.tflite, *.joblib). Empty files are always regular.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -88,6 +90,13 @@ class Faults {
   /// Caps every connection's body throughput at `bytes_per_s` (0 = off).
   void SetBandwidthBytesPerSec(uint64_t bytes_per_s);
 
+  /// Caps the SUM of all connections' body throughput at `bytes_per_s`
+  /// (0 = off): one link shared by every connection (a home line, a node's
+  /// uplink). Connections take turns in pieces of at most 64 KiB, so each
+  /// gets an equal share while several are busy. Combines with the
+  /// per-connection cap (both apply).
+  void SetTotalBandwidthBytesPerSec(uint64_t bytes_per_s);
+
   /// When true, `Range` headers are ignored: 200 with the full body.
   void SetIgnoreRange(bool on);
 
@@ -141,6 +150,10 @@ class Faults {
   std::vector<ReplaceRule> TakeDueReplacements(const std::string& path);
   int latency_ms() const;
   uint64_t bandwidth_bytes_per_s() const;
+  uint64_t total_bandwidth_bytes_per_s() const;
+  /// Blocks until `n` more body bytes fit under the total cap (returns at once
+  /// when it is off, or when `stopping` becomes true while waiting).
+  void ThrottleTotal(uint64_t n, const std::atomic<bool>& stopping);
   bool ignore_range() const;
   bool strip_content_length() const;
 
@@ -152,6 +165,9 @@ class Faults {
   std::vector<ReplaceRule> replace_rules_;
   int latency_ms_ = 0;
   uint64_t bandwidth_ = 0;
+  uint64_t total_bandwidth_ = 0;
+  /// Total cap: the time at which the link is free again (virtual clock).
+  std::chrono::steady_clock::time_point link_free_at_{};
   bool ignore_range_ = false;
   bool strip_length_ = false;
 };

@@ -10,9 +10,9 @@
 // from different threads freely, one object is not synchronised.
 #pragma once
 
-#include <cassert>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -110,6 +110,30 @@ class [[nodiscard]] Status {
     return s;
   }
 
+  /// Returns a copy whose empty context fields are filled from `ctx` (fields
+  /// already set are kept: the lowest layer that knew them wins). The message
+  /// is unchanged. The one way to add context on the way up.
+  Status Annotate(const ErrorContext& ctx) const {
+    Status s = *this;
+    ErrorContext& c = s.ctx_;
+    auto fill = [](std::string& dst, const std::string& src) {
+      if (dst.empty()) dst = src;
+    };
+    fill(c.repo_id, ctx.repo_id);
+    fill(c.revision, ctx.revision);
+    fill(c.file, ctx.file);
+    fill(c.tensor, ctx.tensor);
+    fill(c.url, ctx.url);
+    if (c.http_status == 0) c.http_status = ctx.http_status;
+    fill(c.request_id, ctx.request_id);
+    fill(c.error_code, ctx.error_code);
+    return s;
+  }
+
+  /// True when this status has reason `r` (compare against the named
+  /// constants of reasons.h, never against a literal at a call site).
+  bool Is(std::string_view r) const { return !ok() && reason_ == r; }
+
   /// Returns a copy whose message is prefixed with `prefix + ": "`.
   Status WithPrefix(const std::string& prefix) const {
     Status s = *this;
@@ -129,9 +153,12 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT(implicit)
-  Result(Status status) : v_(std::move(status)) {  // NOLINT(implicit)
-    assert(!std::get<Status>(v_).ok() && "Result constructed from an OK Status");
-  }
+  /// A Result made from an OK Status holds no value: it becomes a kInternal
+  /// error (reason "OkStatusAsError") in every build, as abseil's StatusOr.
+  Result(Status status)  // NOLINT(implicit)
+      : v_(status.ok() ? Status(Code::kInternal, "a Result was constructed from an OK Status (no value)",
+                                "OkStatusAsError")
+                       : std::move(status)) {}
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   /// OK status when a value is held.

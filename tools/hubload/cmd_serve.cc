@@ -39,6 +39,7 @@ struct ServeArgs {
   std::vector<std::string> fault_status, fault_drop, fault_stall, fault_replace;
   int latency_ms = 0;
   uint64_t bandwidth = 0;
+  uint64_t total_bandwidth = 0;
   bool ignore_range = false, strip_length = false;
 };
 
@@ -83,6 +84,7 @@ int RunServe(const ServeArgs& a) {
   }
   opt.faults.SetLatencyMs(a.latency_ms);
   opt.faults.SetBandwidthBytesPerSec(a.bandwidth);
+  opt.faults.SetTotalBandwidthBytesPerSec(a.total_bandwidth);
   opt.faults.SetIgnoreRange(a.ignore_range);
   opt.faults.SetStripContentLength(a.strip_length);
 
@@ -133,6 +135,8 @@ hubload::cli::Command reg{"serve", [](CLI::App& app, hubload::cli::Global&) {
                   "open), next COUNT responses");
   sub->add_option("--fault-latency-ms", a->latency_ms, "sleep before answering every request");
   sub->add_option("--fault-bandwidth", a->bandwidth, "per-connection body throughput cap (bytes/s)");
+  sub->add_option("--fault-total-bandwidth", a->total_bandwidth,
+                  "cap on the sum of all connections' body throughput (bytes/s): one shared link");
   sub->add_flag("--fault-ignore-range", a->ignore_range, "ignore Range (200 with the full body)");
   sub->add_flag("--fault-strip-length", a->strip_length,
                 "send neither Content-Length nor Content-Range (close-delimited bodies)");

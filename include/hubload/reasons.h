@@ -1,0 +1,48 @@
+// hubload/reasons.h: the stable `Status::reason()` values callers may switch
+// on, as named constants grouped by the module that raises them. Library code
+// compares reasons only through these constants (`st.Is(reason::kHashMismatch)`),
+// never through string literals, so a typo is a compile error and one failure
+// has one name on every path.
+//
+// Thread safety: constants.
+#pragma once
+
+#include <string_view>
+
+namespace hubload::reason {
+
+// ---- cache (blob writers, locks) -------------------------------------------
+/// Downloaded bytes do not have the expected sha256 / git blob id.
+inline constexpr std::string_view kHashMismatch = "HashMismatch";
+/// Downloaded bytes are fewer or more than the announced size.
+inline constexpr std::string_view kSizeMismatch = "SizeMismatch";
+/// Another process held a blob's lock longer than the lock timeout.
+inline constexpr std::string_view kLockTimeout = "LockTimeout";
+inline constexpr std::string_view kDiskFull = "DiskFull";
+inline constexpr std::string_view kInsufficientSpace = "InsufficientSpace";
+
+// ---- hub (client, transport) ------------------------------------------------
+/// A server answered byte ranges in a way no chunk fits (fall back to one stream).
+inline constexpr std::string_view kRangesUnusable = "RangesUnusable";
+/// A body sink stopped the transfer on purpose (enough bytes read).
+inline constexpr std::string_view kSinkAborted = "SinkAborted";
+inline constexpr std::string_view kCancelled = "Cancelled";
+inline constexpr std::string_view kOfflineMiss = "OfflineMiss";
+inline constexpr std::string_view kUnsafePath = "UnsafePath";
+
+// ---- untrusted JSON (util/json.h) ------------------------------------------
+/// Text that is not JSON (or nests too deep).
+inline constexpr std::string_view kBadJson = "BadJson";
+/// JSON whose field has the wrong type, range or shape, or is missing.
+inline constexpr std::string_view kBadJsonField = "BadJsonField";
+
+// ---- weights resolution and loading ----------------------------------------
+inline constexpr std::string_view kWeightsNotFound = "WeightsNotFound";
+inline constexpr std::string_view kVariantNotFound = "VariantNotFound";
+inline constexpr std::string_view kMissingShards = "MissingShards";
+/// Pickle (`.bin`) weights that hubload will not load.
+inline constexpr std::string_view kPickleUnsupported = "PickleUnsupported";
+/// Internal: a Result was built from an OK Status.
+inline constexpr std::string_view kOkStatusAsError = "OkStatusAsError";
+
+}  // namespace hubload::reason

@@ -1,0 +1,151 @@
+// util/: expected values are published test vectors (FIPS 180-2, RFC 4231,
+// RFC 4648) and `git hash-object` output, never the code under test.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "testing/util.h"
+#include "util/base64.h"
+#include "util/digest.h"
+#include "util/file_io.h"
+#include "util/hex.h"
+
+namespace hubload::util {
+namespace {
+
+TEST(Hex, LowerCase) {
+  const unsigned char b[] = {0x00, 0x01, 0xab, 0xff};
+  EXPECT_EQ(Hex(b, 4), "0001abff");
+  EXPECT_EQ(Hex(std::string_view()), "");
+  EXPECT_TRUE(IsLowerHex("0123456789abcdef"));
+  EXPECT_FALSE(IsLowerHex("ABC"));
+  EXPECT_FALSE(IsLowerHex(""));
+}
+
+TEST(Digest, Sha256Vectors) {
+  // FIPS 180-2 appendix B.1 and the empty message.
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha1Hex("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
+}
+
+TEST(Digest, StreamingAndCopyAreIndependent) {
+  Digest d;
+  d.Update("ab");
+  Digest copy = d;  // a copy finishes without disturbing the original
+  d.Update("c");
+  EXPECT_EQ(d.HexDigest(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  copy.Update("c");
+  EXPECT_EQ(copy.HexDigest(), d.HexDigest());
+  EXPECT_EQ(d.HexDigest(), d.HexDigest());  // HexDigest does not finalise
+  d.Reset();
+  EXPECT_EQ(d.HexDigest(), Sha256Hex(""));
+}
+
+TEST(Digest, GitBlobIdMatchesGitHashObject) {
+  // `printf 'hello\n' | git hash-object --stdin` and the empty blob.
+  EXPECT_EQ(GitBlobId("hello\n"), "ce013625030ba8dba906f756967f9e9ca394464a");
+  EXPECT_EQ(GitBlobId(""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+  Digest g = GitBlobHasher(6);
+  g.Update("hel");
+  g.Update("lo\n");
+  EXPECT_EQ(g.HexDigest(), "ce013625030ba8dba906f756967f9e9ca394464a");
+}
+
+TEST(Digest, HmacRfc4231Case2) {
+  EXPECT_EQ(Hex(HmacSha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST(Digest, Files) {
+  hubload::testing::TempDir dir;
+  std::string p = dir.str() + "/f";
+  std::ofstream(p) << "hello\n";
+  auto s = Sha256File(p);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(*s, "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");  // sha256sum
+  auto g = GitBlobIdOfFile(p);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(*g, "ce013625030ba8dba906f756967f9e9ca394464a");
+  auto missing = Sha256File(dir.str() + "/nope");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+}
+
+TEST(Base64, Rfc4648Vectors) {
+  const std::pair<const char*, const char*> v[] = {{"", ""},        {"f", "Zg=="},         {"fo", "Zm8="},
+                                                    {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+                                                    {"foobar", "Zm9vYmFy"}};
+  for (auto [plain, enc] : v) {
+    EXPECT_EQ(Base64Encode(plain), enc);
+    auto d = Base64Decode(enc);
+    ASSERT_TRUE(d.has_value()) << enc;
+    EXPECT_EQ(*d, plain);
+  }
+  std::string bin("\x00\xff\x10", 3);
+  EXPECT_EQ(*Base64Decode(Base64Encode(bin)), bin);
+}
+
+TEST(Base64, RejectsNonCanonical) {
+  for (const char* bad : {"Zg", "Zg=", "Z===", "Zm9v\n", "Zm=v", "Zm9*", "=Zm9"}) EXPECT_FALSE(Base64Decode(bad)) << bad;
+}
+
+TEST(FileIo, AtomicWriteReplacesAndLeavesNoTemp) {
+  hubload::testing::TempDir dir;
+  std::string p = dir.str() + "/sub/x.json";
+  ASSERT_TRUE(AtomicWriteFile(p, "one").ok());
+  ASSERT_TRUE(AtomicWriteFile(p, "two", {.mode = 0600, .durable = true}).ok());
+  auto r = ReadSmallFile(p);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, "two");
+  struct stat st;
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  int n = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.str() + "/sub")) n += e.is_regular_file();
+  EXPECT_EQ(n, 1);
+}
+
+TEST(FileIo, ErrnoMapping) {
+  EXPECT_EQ(IoError("write", "/x", ENOSPC).code(), Code::kDiskFull);
+  EXPECT_EQ(IoError("write", "/x", EDQUOT).reason(), "DiskFull");
+  EXPECT_EQ(IoError("open", "/x", ENOENT).code(), Code::kNotFound);
+  Status ro = IoError("create", "/ro/lock", EROFS);
+  EXPECT_EQ(ro.code(), Code::kIOError);
+  EXPECT_EQ(ro.reason(), "ReadOnlyFileSystem");
+  EXPECT_NE(ro.message().find("/ro/lock"), std::string::npos);
+  EXPECT_EQ(ro.context().file, "/ro/lock");
+}
+
+TEST(FileIo, ReadSmallFileLimits) {
+  hubload::testing::TempDir dir;
+  std::string p = dir.str() + "/big";
+  std::ofstream(p) << std::string(100, 'x');
+  EXPECT_EQ(ReadSmallFile(p, 99).status().reason(), "FileTooLarge");
+  EXPECT_EQ(ReadSmallFile(dir.str()).status().reason(), "NotARegularFile");
+}
+
+TEST(StatusDiscipline, ResultFromOkStatusIsInternal) {
+  Result<int> r = Status::Ok();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInternal);
+  EXPECT_EQ(r.status().reason(), "OkStatusAsError");
+}
+
+TEST(StatusDiscipline, AnnotateFillsOnlyEmptyFields) {
+  ErrorContext low;
+  low.file = "blobs/abc";
+  Status s(Code::kIOError, "x", "IOError", low);
+  ErrorContext up;
+  up.repo_id = "org/m";
+  up.file = "model.safetensors";
+  Status a = s.Annotate(up);
+  EXPECT_EQ(a.context().repo_id, "org/m");
+  EXPECT_EQ(a.context().file, "blobs/abc");
+  EXPECT_TRUE(a.Is("IOError"));
+  EXPECT_FALSE(Status::Ok().Is(""));
+}
+
+}  // namespace
+}  // namespace hubload::util
