@@ -7,6 +7,8 @@
 // OpenSSL through testing::Sha256Hex, safetensors bytes written by hand here),
 // never from hubload's own code.
 #include <gtest/gtest.h>
+
+#include "testing/report.h"
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -534,6 +536,7 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
   json single = json::parse(single_out, nullptr, false);
   ASSERT_FALSE(single.is_discarded()) << single_out;
   ASSERT_EQ(single["tensors"].size(), repo_.tensor_sha256.size());
+  const json single_by_name = hubload::testing::TensorsByName(single);
   for (int r = 0; r < 4; ++r) {
     json j = json::parse(Slurp(tmp_.path() / "logs" / ("load-" + std::to_string(r) + ".json")), nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << "rank " << r;
@@ -543,7 +546,7 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
     for (const auto& [name, sha] : repo_.tensor_sha256) {
       ASSERT_TRUE(j["tensors"].contains(name)) << name;
       EXPECT_EQ(j["tensors"][name]["sha256"], sha) << "rank " << r << " " << name;
-      EXPECT_EQ(j["tensors"][name]["sha256"], single["tensors"][name]["sha256"]) << "rank " << r << " " << name;
+      EXPECT_EQ(j["tensors"][name]["sha256"], single_by_name[name]["sha256"]) << "rank " << r << " " << name;
       EXPECT_EQ(j["tensors"][name]["dtype"], repo_.tensor_dtype[name]) << name;
       EXPECT_EQ(j["tensors"][name]["shape"].get<std::vector<int64_t>>(), repo_.tensor_shape[name]) << name;
     }

@@ -1,0 +1,230 @@
+// The LibTorch sinks of the load driver (hubload/pipeline.h): the caller's
+// callbacks, a state dict, a torch::nn::Module; and the local-checkpoint
+// entry points, which run the same driver over local files.
+#include <ATen/ATen.h>
+
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "hubload/pipeline.h"
+#include "loader/pipeline/driver.h"
+
+namespace hubload {
+namespace {
+
+using pipeline_internal::LoadHooks;
+using pipeline_internal::RunLoad;
+using pipeline_internal::ShardData;
+using pipeline_internal::ShardSink;
+
+Status CheckCpu(const PretrainedRequest& req) {
+  if (req.device.empty() || req.device == "cpu") return Status::Ok();
+  ErrorContext ctx;
+  ctx.repo_id = req.repo_id;
+  return Status(Code::kUnsupported,
+                "device '" + req.device + "' is not supported by the CPU loader for " + req.repo_id +
+                    ": load to \"cpu\" here, or use FetchAndLoadToDevice (hubload load --device / --device-map)",
+                "UnsupportedDevice", ctx);
+}
+
+/// Updates `rec` with what the tensor became (dtype, bytes, digests).
+Status Describe(const at::Tensor& t, bool digests, TensorRecord* rec) {
+  auto d = SafetensorsDtype(t.scalar_type());
+  if (d.ok()) rec->dtype = safetensors::DtypeName(*d);
+  rec->bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
+  rec->device = "cpu";
+  if (digests) {
+    HUBLOAD_ASSIGN_OR_RETURN(TensorSummary s, SummarizeTensor(t));
+    rec->sha256 = s.sha256;
+    rec->sum = s.sum;
+  }
+  return Status::Ok();
+}
+
+/// Makes at::Tensors from each shard as its bytes land and hands them on.
+class TorchSink : public ShardSink {
+ public:
+  TorchSink(const PretrainedRequest& req, std::function<Status(size_t shard, std::string name, at::Tensor t)> on_tensor,
+            std::function<Status(ShardData& shard)> on_shard_end)
+      : req_(req), on_tensor_(std::move(on_tensor)), on_shard_end_(std::move(on_shard_end)) {}
+
+  Status OnShardStart(ShardData& shard) override {
+    file_.reset();
+    return Status::Ok();
+  }
+  Status OnTensor(ShardData& shard, const safetensors::TensorInfo& info, TensorRecord* rec) override {
+    // The mapping may be renewed when the download restarted or the file was verified.
+    HUBLOAD_ASSIGN_OR_RETURN(auto mapping, shard.Mapping());
+    if (!file_ || file_->mapping() != mapping) {
+      HUBLOAD_ASSIGN_OR_RETURN(auto f, safetensors::SafetensorsFile::FromParts(mapping, shard.header()));
+      file_ = std::move(f);
+    }
+    auto t = LoadTensor(*file_, info, req_.load);
+    if (!t.ok()) return t.status().WithPrefix("tensor '" + info.name + "'");
+    HUBLOAD_RETURN_IF_ERROR(Describe(*t, req_.digests, rec));
+    if (!on_tensor_) return Status::Ok();
+    return on_tensor_(shard.index(), info.name, std::move(*t));
+  }
+  Status OnShardEnd(ShardData& shard) override {
+    file_.reset();  // the shard's mapping is released unless zero-copy tensors hold it
+    return on_shard_end_ ? on_shard_end_(shard) : Status::Ok();
+  }
+
+ private:
+  const PretrainedRequest& req_;
+  std::function<Status(size_t, std::string, at::Tensor)> on_tensor_;
+  std::function<Status(ShardData&)> on_shard_end_;
+  std::optional<safetensors::SafetensorsFile> file_;
+};
+
+LoadHooks HooksFor(const PretrainedCallbacks& cb) {
+  LoadHooks h;
+  h.callbacks.on_file_downloaded = cb.on_file_downloaded;
+  h.callbacks.on_progress = cb.on_progress;
+  return h;
+}
+
+/// The state dict of a whole load in checkpoint order, aliases restored.
+StateDict Assemble(std::vector<StateDict>& by_shard, const PretrainedInfo& info) {
+  StateDict out;
+  for (auto& sd : by_shard)
+    for (auto& kv : sd) out.push_back(std::move(kv));
+  std::unordered_map<std::string, size_t> pos;
+  for (size_t i = 0; i < out.size(); ++i) pos[out[i].first] = i;
+  for (const auto& [removed, kept] : info.aliases) {
+    auto k = pos.find(kept);
+    if (k != pos.end()) out.emplace_back(removed, out[k->second].second);
+  }
+  return out;
+}
+
+PretrainedRequest LocalRequest(const std::string& path, const ResolveOptions& ro, const LoadOptions& lo) {
+  PretrainedRequest req;
+  req.repo_id = path;
+  req.source = PretrainedRequest::Source::kLocal;
+  req.subfolder = ro.subfolder;
+  req.variant = ro.variant;
+  req.allow_variant_fallback = ro.allow_variant_fallback;
+  req.convention = ro.convention;
+  req.load = lo;
+  return req;
+}
+
+Result<PretrainedStateDict> StateDictOf(const HubClient* client, const PretrainedRequest& req) {
+  HUBLOAD_RETURN_IF_ERROR(CheckCpu(req));
+  std::vector<StateDict> by_shard;
+  TorchSink sink(
+      req,
+      [&](size_t shard, std::string name, at::Tensor t) {
+        if (by_shard.size() <= shard) by_shard.resize(shard + 1);
+        by_shard[shard].emplace_back(std::move(name), std::move(t));
+        return Status::Ok();
+      },
+      nullptr);
+  HUBLOAD_ASSIGN_OR_RETURN(PretrainedInfo info, RunLoad(client, req, sink, LoadHooks{}));
+  PretrainedStateDict out;
+  out.tensors = Assemble(by_shard, info);
+  out.info = std::move(info);
+  return out;
+}
+
+Result<PretrainedModuleLoad> ModuleOf(const HubClient* client, const PretrainedRequest& req,
+                                      torch::nn::Module& module, const ModuleLoadOptions& module_options,
+                                      bool expect_up_front) {
+  HUBLOAD_RETURN_IF_ERROR(CheckCpu(req));
+  ModuleLoader loader(module, module_options);
+  StateDict pending;
+  TorchSink sink(
+      req,
+      [&](size_t, std::string name, at::Tensor t) {
+        pending.emplace_back(std::move(name), std::move(t));
+        return Status::Ok();
+      },
+      [&](ShardData& shard) {
+        StateDict batch = std::move(pending);
+        pending.clear();
+        return loader.AddTensors(std::move(batch), shard.file());  // placed, then released by the loader
+      });
+  LoadHooks hooks;
+  if (expect_up_front) {
+    // Every header first: strict and shape errors before anything is loaded.
+    hooks.read_headers = true;
+    hooks.before_run = [&](pipeline_internal::FetchPlan& plan, PretrainedInfo* info, bool*) -> Status {
+      std::vector<ModuleLoader::ExpectedKey> keys;
+      for (const auto& s : plan.shards) {
+        if (!s.header) continue;
+        for (const auto& t : s.header->tensors) keys.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), s.file});
+      }
+      return loader.Expect(keys, info->resolved.weights_file);
+    };
+  }
+  HUBLOAD_ASSIGN_OR_RETURN(PretrainedInfo info, RunLoad(client, req, sink, hooks));
+  auto report = loader.Finish();
+  if (!report.ok()) {
+    ErrorContext ctx;
+    ctx.repo_id = req.repo_id;
+    ctx.revision = info.revision;
+    return report.status().WithPrefix(req.repo_id).Annotate(ctx);
+  }
+  PretrainedModuleLoad out;
+  out.report = std::move(*report);
+  for (const auto& w : out.report.warnings) info.warnings.push_back(w);
+  out.info = std::move(info);
+  return out;
+}
+
+}  // namespace
+
+Result<PretrainedInfo> FetchAndLoad(const HubClient& client, const PretrainedRequest& req,
+                                    const PretrainedCallbacks& cb) {
+  HUBLOAD_RETURN_IF_ERROR(CheckCpu(req));
+  std::map<size_t, uint64_t> counts;
+  TorchSink sink(
+      req,
+      [&](size_t shard, std::string name, at::Tensor t) {
+        ++counts[shard];
+        return cb.on_tensor ? cb.on_tensor(name, std::move(t)) : Status::Ok();
+      },
+      [&](ShardData& shard) {
+        if (cb.on_shard) cb.on_shard(shard.file(), counts[shard.index()]);
+        return Status::Ok();
+      });
+  return RunLoad(&client, req, sink, HooksFor(cb));
+}
+
+Result<PretrainedStateDict> LoadStateDict(const HubClient& client, const PretrainedRequest& req) {
+  return StateDictOf(&client, req);
+}
+
+Result<PretrainedModuleLoad> LoadModule(const HubClient& client, const PretrainedRequest& req,
+                                        torch::nn::Module& module, const ModuleLoadOptions& module_options) {
+  return ModuleOf(&client, req, module, module_options, /*expect_up_front=*/false);
+}
+
+Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions& resolve_options,
+                                  const LoadOptions& load_options) {
+  HUBLOAD_ASSIGN_OR_RETURN(PretrainedStateDict sd,
+                           StateDictOf(nullptr, LocalRequest(path, resolve_options, load_options)));
+  Checkpoint out;
+  out.files = sd.info.files;
+  out.tensors = std::move(sd.tensors);
+  out.warnings = sd.info.warnings;
+  out.resolved = sd.info.resolved;
+  return out;
+}
+
+Result<LoadReport> LoadIntoModule(torch::nn::Module& module, const std::string& path,
+                                  const ResolveOptions& resolve_options, const LoadOptions& load_options,
+                                  const ModuleLoadOptions& module_options) {
+  HUBLOAD_ASSIGN_OR_RETURN(PretrainedModuleLoad m, ModuleOf(nullptr, LocalRequest(path, resolve_options, load_options),
+                                                             module, module_options, /*expect_up_front=*/true));
+  LoadReport report = std::move(m.report);
+  // Resolution warnings first, as the report lists them.
+  std::vector<std::string> w = m.info.resolved.warnings;
+  for (const auto& x : report.warnings) w.push_back(x);
+  report.warnings = std::move(w);
+  return report;
+}
+
+}  // namespace hubload
