@@ -9,6 +9,7 @@
 
 #include "hubload/pipeline.h"
 #include "loader/pipeline/driver.h"
+#include "loader/pipeline/torch_sink.h"
 
 namespace hubload {
 namespace {
@@ -17,6 +18,7 @@ using pipeline_internal::LoadHooks;
 using pipeline_internal::RunLoad;
 using pipeline_internal::ShardData;
 using pipeline_internal::ShardSink;
+using pipeline_internal::TorchSink;
 
 Status CheckCpu(const PretrainedRequest& req) {
   if (req.device.empty() || req.device == "cpu") return Status::Ok();
@@ -27,56 +29,6 @@ Status CheckCpu(const PretrainedRequest& req) {
                     ": load to \"cpu\" here, or use FetchAndLoadToDevice (hubload load --device / --device-map)",
                 "UnsupportedDevice", ctx);
 }
-
-/// Updates `rec` with what the tensor became (dtype, bytes, digests).
-Status Describe(const at::Tensor& t, bool digests, TensorRecord* rec) {
-  auto d = SafetensorsDtype(t.scalar_type());
-  if (d.ok()) rec->dtype = safetensors::DtypeName(*d);
-  rec->bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
-  rec->device = "cpu";
-  if (digests) {
-    HUBLOAD_ASSIGN_OR_RETURN(TensorSummary s, SummarizeTensor(t));
-    rec->sha256 = s.sha256;
-    rec->sum = s.sum;
-  }
-  return Status::Ok();
-}
-
-/// Makes at::Tensors from each shard as its bytes land and hands them on.
-class TorchSink : public ShardSink {
- public:
-  TorchSink(const PretrainedRequest& req, std::function<Status(size_t shard, std::string name, at::Tensor t)> on_tensor,
-            std::function<Status(ShardData& shard)> on_shard_end)
-      : req_(req), on_tensor_(std::move(on_tensor)), on_shard_end_(std::move(on_shard_end)) {}
-
-  Status OnShardStart(ShardData& shard) override {
-    file_.reset();
-    return Status::Ok();
-  }
-  Status OnTensor(ShardData& shard, const safetensors::TensorInfo& info, TensorRecord* rec) override {
-    // The mapping may be renewed when the download restarted or the file was verified.
-    HUBLOAD_ASSIGN_OR_RETURN(auto mapping, shard.Mapping());
-    if (!file_ || file_->mapping() != mapping) {
-      HUBLOAD_ASSIGN_OR_RETURN(auto f, safetensors::SafetensorsFile::FromParts(mapping, shard.header()));
-      file_ = std::move(f);
-    }
-    auto t = LoadTensor(*file_, info, req_.load);
-    if (!t.ok()) return t.status().WithPrefix("tensor '" + info.name + "'");
-    HUBLOAD_RETURN_IF_ERROR(Describe(*t, req_.digests, rec));
-    if (!on_tensor_) return Status::Ok();
-    return on_tensor_(shard.index(), info.name, std::move(*t));
-  }
-  Status OnShardEnd(ShardData& shard) override {
-    file_.reset();  // the shard's mapping is released unless zero-copy tensors hold it
-    return on_shard_end_ ? on_shard_end_(shard) : Status::Ok();
-  }
-
- private:
-  const PretrainedRequest& req_;
-  std::function<Status(size_t, std::string, at::Tensor)> on_tensor_;
-  std::function<Status(ShardData&)> on_shard_end_;
-  std::optional<safetensors::SafetensorsFile> file_;
-};
 
 LoadHooks HooksFor(const PretrainedCallbacks& cb) {
   LoadHooks h;

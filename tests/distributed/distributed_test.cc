@@ -540,15 +540,18 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
   for (int r = 0; r < 4; ++r) {
     json j = json::parse(Slurp(tmp_.path() / "logs" / ("load-" + std::to_string(r) + ".json")), nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << "rank " << r;
-    EXPECT_EQ(j["rank"], r);
+    EXPECT_EQ(j["schema"], single["schema"]);  // one report schema for every path
+    EXPECT_EQ(j["distributed"]["rank"], r);
+    EXPECT_EQ(j["distributed"]["world_size"], 4);
     EXPECT_EQ(j["commit"], commit_);
     ASSERT_EQ(j["tensors"].size(), repo_.tensor_sha256.size()) << "rank " << r;
+    const json by_name = hubload::testing::TensorsByName(j);
     for (const auto& [name, sha] : repo_.tensor_sha256) {
-      ASSERT_TRUE(j["tensors"].contains(name)) << name;
-      EXPECT_EQ(j["tensors"][name]["sha256"], sha) << "rank " << r << " " << name;
-      EXPECT_EQ(j["tensors"][name]["sha256"], single_by_name[name]["sha256"]) << "rank " << r << " " << name;
-      EXPECT_EQ(j["tensors"][name]["dtype"], repo_.tensor_dtype[name]) << name;
-      EXPECT_EQ(j["tensors"][name]["shape"].get<std::vector<int64_t>>(), repo_.tensor_shape[name]) << name;
+      ASSERT_TRUE(by_name.contains(name)) << name;
+      EXPECT_EQ(by_name[name]["sha256"], sha) << "rank " << r << " " << name;
+      EXPECT_EQ(by_name[name]["sha256"], single_by_name[name]["sha256"]) << "rank " << r << " " << name;
+      EXPECT_EQ(by_name[name]["dtype"], repo_.tensor_dtype[name]) << name;
+      EXPECT_EQ(by_name[name]["shape"].get<std::vector<int64_t>>(), repo_.tensor_shape[name]) << name;
     }
   }
 }
@@ -563,9 +566,10 @@ TEST_F(DistributedJob, LoadFilterGivesARankOnlyItsTensors) {
     json j = json::parse(Slurp(tmp_.path() / "logs" / ("stage-" + std::to_string(r) + ".json")), nullptr, false);
     ASSERT_FALSE(j.is_discarded());
     std::set<std::string> got;
-    for (auto it = j["tensors"].begin(); it != j["tensors"].end(); ++it) {
-      got.insert(it.key());
-      EXPECT_EQ(it.value()["sha256"], repo_.tensor_sha256[it.key()]) << it.key();
+    for (const auto& t : j["tensors"]) {
+      const std::string name = t["name"];
+      got.insert(name);
+      EXPECT_EQ(t["sha256"], repo_.tensor_sha256[name]) << name;
     }
     std::set<std::string> want;
     for (const auto& [name, sha] : repo_.tensor_sha256)
