@@ -112,6 +112,27 @@ Result<PretrainedModuleLoad> ModuleOf(const HubClient* client, const PretrainedR
     };
   }
   HUBLOAD_ASSIGN_OR_RETURN(PretrainedInfo info, RunLoad(client, req, sink, hooks));
+  // Aliases saved as "removed -> kept" metadata: the removed name gets the
+  // kept tensor's value, as LoadStateDict restores it (a module that ties the
+  // two already counts it as loaded).
+  if (!info.aliases.empty()) {
+    StateDict have = ModuleStateDict(module, module_options.non_persistent_buffers);
+    std::unordered_map<std::string, at::Tensor> by_name(have.begin(), have.end());
+    StateDict restored;
+    for (const auto& [removed, kept] : info.aliases) {
+      auto k = by_name.find(kept);
+      if (k != by_name.end() && by_name.count(removed)) restored.emplace_back(removed, k->second);
+    }
+    if (!restored.empty()) {
+      Status st = loader.AddTensors(std::move(restored), "aliases restored from the checkpoint metadata");
+      if (!st.ok()) {
+        ErrorContext ctx;
+        ctx.repo_id = req.repo_id;
+        ctx.revision = info.revision;
+        return st.Annotate(ctx);
+      }
+    }
+  }
   auto report = loader.Finish();
   if (!report.ok()) {
     ErrorContext ctx;

@@ -578,6 +578,58 @@ TEST_F(DistributedJob, LoadFilterGivesARankOnlyItsTensors) {
   }
 }
 
+// The behaviours shared with the single-process paths (tests/pipeline/paths_test.cc):
+// alias restoration and the unnamed-shard warning in the one report, and the
+// same reason for an index that disagrees with its shards, on every rank.
+TEST_F(DistributedJob, LoadSharesTheDriversChecksAndReport) {
+  std::vector<RawTensor> s1{{"embed.weight", "F32", {4}, Pseudo(16, 41)}};
+  std::vector<RawTensor> s2{{"layer.weight", "F32", {2}, Pseudo(8, 42)}};
+  std::map<std::string, std::string> good{
+      {"model-00001-of-00002.safetensors", Safetensors(s1)},
+      {"model-00002-of-00002.safetensors", Safetensors(s2)},
+      {"model-00003-of-00003.safetensors", Safetensors(s2)},  // not named by the index
+      {"model.safetensors.index.json",
+       json{{"metadata", {{"total_size", 24}, {"lm_head.weight", "embed.weight"}}},
+            {"weight_map",
+             {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00002-of-00002.safetensors"}}}}
+           .dump()}};
+  auto bad = good;
+  bad["model.safetensors.index.json"] =
+      json{{"weight_map",
+            {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00001-of-00002.safetensors"},
+             {"x", "model-00002-of-00002.safetensors"}}}}
+          .dump();
+  const std::string store = (tmp_.path() / "store").string();
+  ASSERT_TRUE(hubload::server::CreateRepoFromFiles(store, "org/drift", good).ok());
+  ASSERT_TRUE(hubload::server::CreateRepoFromFiles(store, "org/drift-bad", bad).ok());
+
+  std::string out = (tmp_.path() / "logs" / "drift-{rank}.json").string();
+  auto rs = RunJob({"load-distributed", "org/drift", "--json", out, "--timeout", "90", "--heartbeat-timeout", "20"},
+                   server_->url(), caches_, tmp_.path() / "logs");
+  for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    json j = json::parse(Slurp(tmp_.path() / "logs" / ("drift-" + std::to_string(r) + ".json")), nullptr, false);
+    ASSERT_FALSE(j.is_discarded());
+    EXPECT_EQ(j["schema"], "hubload.load/1");
+    EXPECT_EQ(j["aliases"]["lm_head.weight"], "embed.weight");
+    int named = 0;
+    for (const auto& w : j["warnings"]) named += w.get<std::string>().find("model-00003-of-00003") != std::string::npos;
+    EXPECT_EQ(named, 1) << j["warnings"].dump();
+    ASSERT_EQ(j["tensors"].size(), 2u);
+    EXPECT_EQ(j["tensors"][0]["sha256"], Sha256Hex(s1[0].bytes.data(), s1[0].bytes.size()));
+  }
+
+  rs = RunJob({"load-distributed", "org/drift-bad", "--timeout", "60", "--heartbeat-timeout", "10"}, server_->url(),
+              caches_, tmp_.path() / "logs");
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_NE(rs[r].exit_code, 0) << Dump(rs);
+    EXPECT_NE(rs[r].err.find("IndexTensorMissing"), std::string::npos) << rs[r].err;
+    EXPECT_NE(rs[r].err.find("layer.weight"), std::string::npos) << rs[r].err;
+  }
+}
+
 // ---- torch-free parts ---------------------------------------------------------
 
 class EnvGuard {
