@@ -12,12 +12,10 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <unordered_map>
 
 #include "hubload/split.h"
-#include "loader/safetensors/internal.h"
 #include "hubload/torch_loader.h"
 #include "loader/torch/convert.h"
 #include "loader/torch/internal.h"
@@ -48,7 +46,6 @@ std::string ShapeString(at::IntArrayRef s) {
 }  // namespace internal
 
 namespace {
-using safetensors::internal::RegexEscape;
 
 std::optional<at::ScalarType> NativeType(Dtype d) {
   switch (d) {
@@ -494,19 +491,21 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
   }
 
   // Stale files of exactly this weights name and variant (B27).
-  const std::string stem = RegexEscape(AddVariant(options.weights_name + ".safetensors", options.variant));
-  const std::string stem_noext = RegexEscape(
-      AddVariant(options.weights_name + ".safetensors", options.variant)
-          .substr(0, AddVariant(options.weights_name + ".safetensors", options.variant).size() - 12));
-  const std::regex stale("^(" + stem + "|" + stem_noext + R"(-\d{5}-of-\d{5}\.safetensors|)" +
-                         RegexEscape(index_name) + ")$");
+  // Exactly `{stem}[.V].safetensors`, `{stem}[.V]-NNNNN-of-NNNNN.safetensors` and the
+  // index name (the current naming; other variants and legacy names are never touched).
+  auto stale = [&](const std::string& fname) {
+    if (fname == index_name) return true;
+    auto w = ParseWeightsFileName(fname);
+    return w && !w->pickle && !w->legacy_variant && w->kind != WeightsFileName::Kind::kIndex &&
+           w->stem == options.weights_name && w->variant == options.variant;
+  };
   std::set<std::string> keep(result.files.begin(), result.files.end());
   if (!result.index_file.empty()) keep.insert(result.index_file);
   std::vector<std::string> to_remove;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::string fname = it->path().filename().string();
     std::error_code ec2;
-    if (!it->is_regular_file(ec2) || keep.count(fname) || !std::regex_match(fname, stale)) continue;
+    if (!it->is_regular_file(ec2) || keep.count(fname) || !stale(fname)) continue;
     to_remove.push_back(fname);
   }
   std::sort(to_remove.begin(), to_remove.end());
