@@ -293,6 +293,17 @@ Status Machine::Step(uint8_t op, const uint8_t* p, size_t n, size_t* pos, bool* 
   auto global = [&](std::string_view module, std::string_view name) -> Status {
     return push_new(hooks_->Global(*this, module, name));
   };
+  // APPEND(S) / SETITEM(S): scratch_ goes into the list / dict on top of the stack.
+  auto extend = [&](Kind want, const char* what) -> Status {
+    HUBLOAD_ASSIGN_OR_RETURN(uint32_t target, Top());
+    if (kind(target) != want) {
+      return Fail(reason::kPickleMalformed, std::string(what) + " " + KindName(kind(target)) + ", not " + KindName(want));
+    }
+    HUBLOAD_RETURN_IF_ERROR(CountObjects(scratch_.size()));
+    auto& c = containers_[nodes_[target].a];
+    c.insert(c.end(), scratch_.begin(), scratch_.end());
+    return Status::Ok();
+  };
   const uint8_t* a = nullptr;
 
   switch (op) {
@@ -388,14 +399,7 @@ Status Machine::Step(uint8_t op, const uint8_t* p, size_t n, size_t* pos, bool* 
       } else {
         HUBLOAD_RETURN_IF_ERROR(PopMark(&scratch_));
       }
-      HUBLOAD_ASSIGN_OR_RETURN(uint32_t target, Top());
-      if (kind(target) != Kind::kList) {
-        return Fail(reason::kPickleMalformed, std::string("APPEND to ") + KindName(kind(target)) + ", not a list");
-      }
-      HUBLOAD_RETURN_IF_ERROR(CountObjects(scratch_.size()));
-      auto& c = containers_[nodes_[target].a];
-      c.insert(c.end(), scratch_.begin(), scratch_.end());
-      return Status::Ok();
+      return extend(Kind::kList, "APPEND to");
     }
     case kSetItem:
     case kSetItems: {
@@ -407,14 +411,7 @@ Status Machine::Step(uint8_t op, const uint8_t* p, size_t n, size_t* pos, bool* 
         HUBLOAD_RETURN_IF_ERROR(PopMark(&scratch_));
         if (scratch_.size() % 2) return Fail(reason::kPickleMalformed, "SETITEMS with an odd number of items");
       }
-      HUBLOAD_ASSIGN_OR_RETURN(uint32_t target, Top());
-      if (kind(target) != Kind::kDict) {
-        return Fail(reason::kPickleMalformed, std::string("SETITEM on ") + KindName(kind(target)) + ", not a dict");
-      }
-      HUBLOAD_RETURN_IF_ERROR(CountObjects(scratch_.size()));
-      auto& c = containers_[nodes_[target].a];
-      c.insert(c.end(), scratch_.begin(), scratch_.end());
-      return Status::Ok();
+      return extend(Kind::kDict, "SETITEM on");
     }
     case kBinPut:
       HUBLOAD_RETURN_IF_ERROR(arg(1, &a));

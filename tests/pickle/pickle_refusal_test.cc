@@ -273,7 +273,7 @@ TEST(PickleRefusal, NotACheckpoint) {
   };
   for (const Case& c : std::vector<Case>{
            {"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 10\n", "Git LFS pointer"},
-           {std::string("\x10\0\0\0\0\0\0\0{\"a\":1}       ", 24), "safetensors"},
+           {std::string("\x07\0\0\0\0\0\0\0", 8) + "{\"a\":1}", "safetensors"},
            {"", "empty"},
            {"hello world", "not a torch.save checkpoint"},
            // A plain pickle without torch.save's magic number is never loaded.
