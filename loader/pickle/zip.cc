@@ -21,19 +21,26 @@ namespace hubload::pickle::internal {
 namespace {
 
 // ---- minizip I/O over a Source -------------------------------------------
-// Reads through a 64 KiB window for sources that are not in memory (minizip
-// reads headers a few bytes at a time).
+// Sources not in memory are read through two 16 KiB windows (minizip reads
+// headers a few bytes at a time, alternating between the central directory
+// and each entry's local header): one pread per window miss.
+constexpr size_t kWindow = 16 * 1024;
+
+struct Window {
+  std::vector<uint8_t> bytes;
+  uint64_t off = 0;
+  size_t len = 0;
+  uint64_t used = 0;  // last use, for replacement
+};
+
 struct ZipStream {
   const Source* src = nullptr;
   uint64_t pos = 0;
   bool failed = false;
   Status status;
-  std::vector<uint8_t> window;
-  uint64_t window_off = 0;
-  size_t window_len = 0;
+  Window windows[2];
+  uint64_t clock = 0;
 };
-
-constexpr size_t kWindow = 64 * 1024;
 
 voidpf ZCALLBACK ZOpen(voidpf, const void* filename, int) { return const_cast<void*>(filename); }
 
@@ -42,29 +49,31 @@ uLong ZCALLBACK ZRead(voidpf, voidpf stream, void* buf, uLong size) {
   const uint64_t total = s->src->size();
   if (s->pos >= total) return 0;
   uint64_t n = std::min<uint64_t>(size, total - s->pos);
+  Status st;
   if (const uint8_t* mem = s->src->memory()) {
     std::memcpy(buf, mem + s->pos, n);
   } else if (n >= kWindow) {
-    Status st = s->src->ReadAt(s->pos, buf, n);
-    if (!st.ok()) {
-      s->failed = true;
-      s->status = st;
-      return 0;
-    }
+    st = s->src->ReadAt(s->pos, buf, n);
   } else {
-    if (s->pos < s->window_off || s->pos + n > s->window_off + s->window_len) {
-      s->window.resize(kWindow);
-      s->window_off = s->pos;
-      s->window_len = static_cast<size_t>(std::min<uint64_t>(kWindow, total - s->pos));
-      Status st = s->src->ReadAt(s->window_off, s->window.data(), s->window_len);
-      if (!st.ok()) {
-        s->failed = true;
-        s->status = st;
-        s->window_len = 0;
-        return 0;
-      }
+    Window* w = nullptr;
+    for (Window& c : s->windows) {
+      if (c.len && s->pos >= c.off && s->pos + n <= c.off + c.len) w = &c;
     }
-    std::memcpy(buf, s->window.data() + (s->pos - s->window_off), n);
+    if (!w) {
+      w = s->windows[0].used <= s->windows[1].used ? &s->windows[0] : &s->windows[1];
+      w->bytes.resize(kWindow);
+      w->off = s->pos;
+      w->len = static_cast<size_t>(std::min<uint64_t>(kWindow, total - s->pos));
+      st = s->src->ReadAt(w->off, w->bytes.data(), w->len);
+      if (!st.ok()) w->len = 0;
+    }
+    w->used = ++s->clock;
+    if (st.ok()) std::memcpy(buf, w->bytes.data() + (s->pos - w->off), n);
+  }
+  if (!st.ok()) {
+    s->failed = true;
+    s->status = st;
+    return 0;
   }
   s->pos += n;
   return static_cast<uLong>(n);
