@@ -155,8 +155,6 @@ Result<at::ScalarType> LoadedDtype(Dtype d, const std::string& name, const LoadO
 
 Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info,
                               const LoadOptions& options) {
-  HUBLOAD_ASSIGN_OR_RETURN(at::ScalarType target, LoadedDtype(info.dtype, info.name, options));
-  HUBLOAD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Sizes(info));
   auto bytes = file.data(info);
   if (bytes.size() != info.nbytes()) {
     Status st(Code::kInvalidFormat, "tensor '" + info.name + "' lies outside '" + FileLabel(file) + "'",
@@ -164,6 +162,18 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
     st.mutable_context().tensor = info.name;
     return st;
   }
+  return internal::TensorFromBytes(info, bytes, file.mapping(), options, FileLabel(file));
+}
+
+namespace internal {
+
+std::optional<at::ScalarType> NativeScalarType(Dtype d) { return NativeType(d); }
+
+Result<at::Tensor> TensorFromBytes(const safetensors::TensorInfo& info, std::span<const uint8_t> bytes,
+                                   std::shared_ptr<const void> keepalive, const LoadOptions& options,
+                                   const std::string& label) {
+  HUBLOAD_ASSIGN_OR_RETURN(at::ScalarType target, LoadedDtype(info.dtype, info.name, options));
+  HUBLOAD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Sizes(info));
   const uint64_t n = info.num_elements();
   try {
     auto cpu = at::TensorOptions().device(at::kCPU);
@@ -179,7 +189,7 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
         convert::BF16ToF32(bytes.data(), t.data_ptr<float>(), n);
         return t;
       } else if (aligned && !options.force_copy) {
-        std::shared_ptr<safetensors::MappedFile> keep = file.mapping();
+        std::shared_ptr<const void> keep = std::move(keepalive);
         t = at::from_blob(const_cast<uint8_t*>(bytes.data()), sizes, [keep](void*) mutable { keep.reset(); },
                           cpu.dtype(*native));
       } else {
@@ -219,10 +229,12 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
       return t;
     }
   } catch (const std::exception& e) {
-    return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + FileLabel(file) + "'");
+    return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + label + "'");
   }
   return Unsupported(info, "is not handled");
 }
+
+}  // namespace internal
 
 Status ForEachTensor(const safetensors::SafetensorsFile& file, const LoadOptions& options,
                      const std::function<Status(const std::string&, at::Tensor)>& fn) {
