@@ -73,7 +73,9 @@ Result<FetchPlan> PlanLocal(const PretrainedRequest& req, bool allow_pickle, Pre
     HUBLOAD_ASSIGN_OR_RETURN(ResolvedWeights resolved, ResolveWeights(listing, ToResolveOptions(req)));
     if (resolved.is_pickle && !allow_pickle)
       return PickleUnsupported((root / resolved.weights_file).string(), path, "");
-    auto read = [&](const std::string& rel) { return safetensors::ReadIndex((root / rel).string()); };
+    auto read = [&](const std::string& rel) {
+      return safetensors::ReadIndex((root / rel).string(), resolved.is_pickle ? ".bin" : ".safetensors");
+    };
     HUBLOAD_ASSIGN_OR_RETURN(res, ResolveOver(listing, resolved, read));
   } else if (!fs::exists(path, ec)) {
     Status st(Code::kNotFound, "'" + path + "' does not exist", "NotFound");
@@ -98,7 +100,9 @@ Result<FetchPlan> PlanLocal(const PretrainedRequest& req, bool allow_pickle, Pre
     for (auto it = fs::directory_iterator(root.empty() ? fs::path(".") : root, ec);
          !ec && it != fs::directory_iterator(); it.increment(ec))
       listing.push_back(it->path().filename().string());
-    auto read = [&](const std::string&) { return safetensors::ReadIndex(path); };
+    auto read = [&](const std::string&) {
+      return safetensors::ReadIndex(path, resolved.is_pickle ? ".bin" : ".safetensors");
+    };
     HUBLOAD_ASSIGN_OR_RETURN(res, ResolveOver(listing, resolved, read));
   }
   info->root = root.string();
@@ -146,7 +150,7 @@ Result<FetchPlan> PlanHub(const HubClient& client, const PretrainedRequest& req,
     fr.revision = listing.commit;  // every file from the listed commit
     fr.repo_type = req.repo_type;
     HUBLOAD_ASSIGN_OR_RETURN(std::string local, client.Download(fr));
-    return safetensors::ReadIndex(local);
+    return safetensors::ReadIndex(local, resolved->is_pickle ? ".bin" : ".safetensors");
   };
   auto res = ResolveOver(paths, *resolved, read);
   if (!res.ok()) {
@@ -265,7 +269,12 @@ Result<FetchPlan> MakeFetchPlan(const HubClient* client, const PretrainedRequest
 Status ReadShardHeaders(const HubClient* client, const PretrainedRequest& req, const PretrainedInfo& info,
                         FetchPlan* plan) {
   for (PlannedShard& s : plan->shards) {
-    if (s.format != ShardFormat::kSafetensors) continue;
+    if (s.format == ShardFormat::kPickle) {
+      if (plan->local) {
+        HUBLOAD_ASSIGN_OR_RETURN(s.description, pickle::ReadCheckpointFile(s.local_path));
+      }
+      continue;
+    }
     if (plan->local) {
       HUBLOAD_ASSIGN_OR_RETURN(s.header, safetensors::ReadMetadata(s.local_path));
     } else {
