@@ -88,7 +88,8 @@ Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::st
     return Status(Code::kOfflineMiss, "'" + path + "' is not in the local folder " + dir + " (offline mode)",
                   std::string(reason::kOfflineMiss), ctx);
   }
-  auto head = Head(s, t, repo, rev, path, nullptr);
+  // With the file there to fall back on, the metadata request is not retried.
+  auto head = Head(s, t, repo, rev, path, nullptr, fs::exists(target, ec) && !force ? 0 : -1);
   if (!head.ok()) {
     if (FallbackAllowed(head.status().code()) && fs::exists(target, ec)) {
       spdlog::warn("using {} from the local folder: {}", path, head.status().message());

@@ -111,6 +111,9 @@ struct RepoFile {
 struct RepoListing {
   std::string commit;            // 40-hex commit the listing is at
   std::vector<RepoFile> files;   // every file at all depths, tree order
+  /// Set when the listing came from the cache because the Hub could not be
+  /// reached (one line naming the commit and why); also logged once.
+  std::vector<std::string> warnings;
 };
 
 struct FileRequest {
@@ -209,7 +212,10 @@ class HubClient {
   /// (or <local_dir>/<filename>). Writes refs/<revision> for non-commit
   /// revisions and .no_exist markers on EntryNotFound. Falls back to the
   /// cached copy on network errors/5xx/401/403 (never on RevisionNotFound or
-  /// EntryNotFound), as huggingface_hub does.
+  /// EntryNotFound), as huggingface_hub does, with one warning naming the
+  /// commit; when such a cached copy exists the metadata request is sent
+  /// once (no retry rounds), so a refused connection falls back at once and a
+  /// silent server after ClientOptions::etag_timeout_s.
   Result<std::string> Download(const FileRequest& req) const;
 
   /// Reads bytes [offset, offset + length) of `req.filename` at `req.revision`
@@ -226,15 +232,26 @@ class HubClient {
 
   /// Commit id `revision` currently points to (GET /api/{type}s/{repo}/revision/{rev});
   /// a 40-hex revision is returned as is without a request. Offline: the
-  /// cached ref, else kOfflineMiss.
+  /// cached ref, else kOfflineMiss (naming a ref file that is corrupt).
+  ///
+  /// Unreachable Hub (this and ListFiles, DownloadFiles, Snapshot, as
+  /// huggingface_hub snapshot_download): when refs/<revision> names a commit
+  /// whose snapshot the cache holds (with the files the call needs), the
+  /// metadata request is sent without retries and, if it fails with a
+  /// connection error, a timeout (etag_timeout_s), 5xx, 401/403, 429,
+  /// RepoNotFound/Gated or a malformed answer, the cached commit is used with
+  /// one warning naming it. RevisionNotFound/EntryNotFound are never masked.
+  /// Without such a snapshot the error is returned as before (after retries).
   Result<std::string> ResolveCommit(const std::string& repo_id, const std::string& revision,
                                     RepoType repo_type = RepoType::kModel) const;
 
   /// Every file at `revision` via the recursive tree API, following
   /// `Link: rel="next"` pagination. Entries are validated with
   /// ValidateRepoPath (unsafe names → kInvalidArgument "UnsafePath", before
-  /// anything is written). Offline: served from the snapshot folder (sizes
-  /// from the blobs; blob_id/lfs_sha256 from the blob names).
+  /// anything is written); the listing is kept in trees/<commit>.json.
+  /// Offline, or when the Hub cannot be reached (see ResolveCommit; then
+  /// RepoListing::warnings says so): trees/<commit>.json, else the snapshot
+  /// folder (sizes from the blobs; blob_id/lfs_sha256 from the blob names).
   Result<RepoListing> ListFiles(const std::string& repo_id, const std::string& revision,
                                 RepoType repo_type = RepoType::kModel) const;
 
