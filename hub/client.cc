@@ -13,6 +13,7 @@
 #include "hub/prepare.h"
 #include "hub/scheduler.h"
 #include "hub/session.h"
+#include "hub/upload/upload_internal.h"
 #include "hubload/hub.h"
 #include "hubload/reasons.h"
 
@@ -23,10 +24,16 @@ using hub_internal::Session;
 using hub_internal::WithCtx;
 
 struct HubClient::Impl : Session {
-  explicit Impl(ClientOptions o) : Session(Normalize(std::move(o))) {}
-  static ClientOptions Normalize(ClientOptions o) {
-    if (o.config.cache_dir.empty()) o.config.cache_dir = HubConfig::FromEnvironment().cache_dir;
-    return o;
+  explicit Impl(ClientOptions o) : Session(std::move(o)) {}
+
+  bool has_cache() const { return !opt.config.cache_dir.empty(); }
+  // Calls that write the cache need one (the library reads no environment).
+  Status NeedCache(const ErrorContext& ctx) const {
+    if (has_cache()) return Status::Ok();
+    return Status(Code::kInvalidArgument,
+                  "no cache folder: ClientOptions::config.cache_dir is empty (HubConfig::FromEnvironment() gives "
+                  "huggingface_hub's default, $HF_HUB_CACHE or ~/.cache/huggingface/hub)",
+                  "NoCacheDir", ctx);
   }
 
   // Files at `commit` (cache mode) or into `local_dir`, in the order given.
@@ -79,6 +86,7 @@ struct HubClient::Impl : Session {
 
   // The commit whose snapshot folder the cache holds for `rev`.
   static std::optional<std::string> CachedSnapshot(const RepoCache& rc, const std::string& rev) {
+    if (rc.cache_dir().empty()) return std::nullopt;
     auto c = rc.LocalCommit(rev);
     std::error_code ec;
     if (!c || !fs::is_directory(rc.SnapshotDir(*c), ec)) return std::nullopt;
@@ -100,6 +108,7 @@ struct HubClient::Impl : Session {
     if (IsCommitHash(rev)) return rev;
     ErrorContext ctx = Ctx(rc.repo_id(), rev, "");
     if (opt.config.offline) {
+      HUBLOAD_RETURN_IF_ERROR(NeedCache(ctx));
       if (auto c = rc.ReadRef(rev)) return *c;
       return RefMiss(rc, rev, "ref");
     }
@@ -160,6 +169,7 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
       return hub_internal::PrepareLocalDir(im, req.repo_type, req.repo_id, req.revision, req.filename, req.local_dir,
                                            req.force_download);
     });
+  HUBLOAD_RETURN_IF_ERROR(im.NeedCache(ctx));
   RepoCache rc(im.opt.config.cache_dir, req.repo_id, req.repo_type);
   if (im.opt.config.offline) {
     auto commit = rc.LocalCommit(req.revision);
@@ -218,7 +228,7 @@ Result<std::string> HubClient::ReadRange(const FileRequest& req, uint64_t offset
   std::optional<std::string> commit;
   if (IsCommitHash(req.revision)) commit = req.revision;
   else if (im.opt.config.offline) commit = rc.LocalCommit(req.revision);
-  if (commit) {
+  if (commit && im.has_cache()) {
     if (auto p = rc.CachedPointer(*commit, req.filename)) {
       std::ifstream in(*p, std::ios::binary);
       if (!in) return Status(Code::kIOError, "cannot open cached " + *p, "IOError", ctx);
@@ -291,8 +301,12 @@ Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(repo_id), ctx));
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(revision), ctx));
   RepoCache rc(im.opt.config.cache_dir, repo_id, repo_type);
-  if (im.opt.config.offline) return im.ListLocal(rc, revision);
+  if (im.opt.config.offline) {
+    HUBLOAD_RETURN_IF_ERROR(im.NeedCache(ctx));
+    return im.ListLocal(rc, revision);
+  }
   auto can_list = [&](const std::string& commit) {
+    if (!im.has_cache()) return false;
     std::error_code ec;
     return fs::exists(cache_internal::TreeCachePath(rc, commit), ec) || fs::is_directory(rc.SnapshotDir(commit), ec);
   };
@@ -312,7 +326,7 @@ Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::
       return from_cache(commit, Impl::UnreachableWarning(rc, revision, commit, l.status()));
     return l.status();
   }
-  (void)cache_internal::WriteTreeCache(rc, commit, hub_internal::ToTreeEntries(l->files));
+  if (im.has_cache()) (void)cache_internal::WriteTreeCache(rc, commit, hub_internal::ToTreeEntries(l->files));
   return l;
 }
 
@@ -323,6 +337,7 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(repo_id), ctx));
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(revision), ctx));
   for (auto& p : paths) HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoPath(p), ctx));
+  HUBLOAD_RETURN_IF_ERROR(im.NeedCache(ctx));
   RepoCache rc(im.opt.config.cache_dir, repo_id, repo_type);
   auto local_commit = rc.LocalCommit(revision);
   auto all_cached = [&](const std::string& commit) {
@@ -385,6 +400,7 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
   ErrorContext ctx = im.Ctx(req.repo_id, req.revision, "");
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(req.repo_id), ctx));
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(req.revision), ctx));
+  if (req.local_dir.empty()) HUBLOAD_RETURN_IF_ERROR(im.NeedCache(ctx));
   RepoCache rc(im.opt.config.cache_dir, req.repo_id, req.repo_type);
   int workers = req.max_workers > 0 ? req.max_workers : im.opt.max_workers;
   auto select = [&](const RepoListing& l) {
@@ -494,6 +510,19 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
   std::error_code ec;
   fs::create_directories(rc.SnapshotDir(commit), ec);
   return rc.SnapshotDir(commit);
+}
+
+Result<std::string> HubClient::CreateRepo(const std::string& repo_id, RepoType repo_type, bool private_repo) const {
+  return hub_internal::upload::CreateRepo(*impl_, repo_id, repo_type, private_repo);
+}
+
+Result<CommitInfo> HubClient::UploadFolder(const UploadFolderRequest& request) const {
+  return hub_internal::upload::UploadFolder(*impl_, request);
+}
+
+Result<CommitInfo> HubClient::CreateCommit(const UploadFolderRequest& request, const std::vector<CommitAdd>& additions,
+                                           const std::vector<std::string>& deletions) const {
+  return hub_internal::upload::CreateCommit(*impl_, request, additions, deletions);
 }
 
 }  // namespace hubload

@@ -34,12 +34,16 @@
 #include "hubload/config.h"
 #include "hubload/status.h"
 #include "hubload/transport.h"
+#include "hubload/upload.h"
 
 namespace hubload {
 
 struct ClientOptions {
-  /// endpoint, token, cache_dir, offline. An empty cache_dir means
-  /// HubConfig::FromEnvironment().cache_dir.
+  /// endpoint, token, cache_dir, offline. The library reads no environment:
+  /// pass HubConfig::FromEnvironment() for huggingface_hub's defaults (the CLI
+  /// does). An empty cache_dir is allowed for calls that need no cache
+  /// (uploads, ListFiles/ResolveCommit without fallback, ReadRange, local_dir
+  /// downloads); the others answer kInvalidArgument reason "NoCacheDir".
   HubConfig config;
   /// Most connections downloading at once (DownloadFiles, Snapshot, and the
   /// ranges of one Download); huggingface_hub snapshot_download max_workers
@@ -96,6 +100,16 @@ struct ClientOptions {
   /// Refuse a download when the cache file system has less free space than
   /// the file's size (B37 preflight).
   bool check_free_space = true;
+  /// Uploads (UploadFolder, CreateCommit): files hashed at once (one thread
+  /// reading 1 MiB blocks each), LFS PUTs in flight (parts of one or several
+  /// objects, >= 1), files per preupload request and objects per LFS batch
+  /// request (huggingface_hub UPLOAD_BATCH_MAX_NUM_FILES = 256), and the
+  /// limit of each JSON API request of an upload in seconds (PUTs of file
+  /// bytes have only the transport's connect/stall limits).
+  int upload_hash_workers = 4;
+  int upload_workers = 8;
+  int upload_batch_size = 256;
+  double upload_api_timeout_s = 300;
 };
 
 /// One file of a repo at a commit (tree API entry).
@@ -277,6 +291,29 @@ class HubClient {
   /// Offline: the cached snapshot when every selected file is present, else
   /// kOfflineMiss reason "IncompleteSnapshot" listing what is missing.
   Result<std::string> Snapshot(const SnapshotRequest& req) const;
+
+  // ---- uploads (hubload/upload.h for the protocol and the errors) ----
+
+  /// huggingface_hub `create_repo(repo_id, private=..., exist_ok=True)`.
+  /// Returns the repo URL ("<endpoint>/<prefix><repo_id>"); an existing repo
+  /// is not an error. Sent once. Errors: kInvalidArgument (bad repo_id),
+  /// kUnauthorized, kPermissionDenied, kNetwork, ...
+  Result<std::string> CreateRepo(const std::string& repo_id, RepoType repo_type = RepoType::kModel,
+                                 bool private_repo = false) const;
+
+  /// huggingface_hub `upload_folder`: see hubload/upload.h for the protocol,
+  /// UploadFolderRequest for the arguments and CommitInfo for the result. An
+  /// empty selection with no deletion fails with kInvalidArgument (nothing
+  /// to commit), naming the folder and the patterns. Needs no cache folder.
+  Result<CommitInfo> UploadFolder(const UploadFolderRequest& request) const;
+
+  /// huggingface_hub `create_commit` with add (from local files) and delete
+  /// operations: the steps of UploadFolder without the folder walk and the
+  /// tree listing (`request.folder`, patterns and create_repo are unused).
+  /// `deletions` are exact paths in repo. Paths are checked with
+  /// ValidateRepoPath; a path both added and deleted is an error.
+  Result<CommitInfo> CreateCommit(const UploadFolderRequest& request, const std::vector<CommitAdd>& additions,
+                                  const std::vector<std::string>& deletions) const;
 
  private:
   struct Impl;
