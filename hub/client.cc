@@ -326,7 +326,13 @@ Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::
       return from_cache(commit, Impl::UnreachableWarning(rc, revision, commit, l.status()));
     return l.status();
   }
-  if (im.has_cache()) (void)cache_internal::WriteTreeCache(rc, commit, hub_internal::ToTreeEntries(l->files));
+  if (im.has_cache()) {
+    (void)cache_internal::WriteTreeCache(rc, commit, hub_internal::ToTreeEntries(l->files));
+    // As snapshot_download: the revision's ref is recorded once it is resolved
+    // (only when it changes, so a read-only cache hit writes nothing).
+    if (revision != commit && rc.ReadRef(revision) != commit)
+      HUBLOAD_RETURN_IF_ERROR(WithCtx(rc.WriteRef(revision, commit), ctx));
+  }
   return l;
 }
 

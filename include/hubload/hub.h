@@ -126,7 +126,8 @@ struct RepoListing {
   std::string commit;            // 40-hex commit the listing is at
   std::vector<RepoFile> files;   // every file at all depths, tree order
   /// Set when the listing came from the cache because the Hub could not be
-  /// reached (one line naming the commit and why); also logged once.
+  /// reached (one line naming the commit and why), for callers' reports;
+  /// also logged once.
   std::vector<std::string> warnings;
 };
 
@@ -145,10 +146,10 @@ struct FileRequest {
 /// The partial file of one download, as its bytes land (streaming loads).
 struct FileBytes {
   std::string path_in_repo;
-  int fd;                    // read-only descriptor of the partial file; valid during the call only (dup(2) it)
-  uint64_t generation;       // 1, then +1 whenever this file's download restarts in a NEW partial file
-  uint64_t contiguous_bytes; // bytes [0, contiguous_bytes) are written and never rewritten in this file
-  uint64_t size;             // final size of the file
+  int fd = -1;                    // read-only descriptor of the partial file; valid during the call only (dup(2) it)
+  uint64_t generation = 0;        // 1, then +1 whenever this file's download restarts in a NEW partial file
+  uint64_t contiguous_bytes = 0;  // bytes [0, contiguous_bytes) are written and never rewritten in this file
+  uint64_t size = 0;              // final size of the file
 };
 
 struct DownloadCallbacks {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "hubload/resolve.h"
 #include "hubload/safetensors.h"
 #include "tools/hubload/cli.h"
 
@@ -14,8 +15,10 @@ namespace st = hubload::safetensors;
 bool IsIndexPath(const std::string& path) {
   auto slash = path.find_last_of('/');
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0 &&
-         base.find(".index") != std::string::npos;
+  auto w = hubload::ParseWeightsFileName(base);
+  if (w) return w->kind == hubload::WeightsFileName::Kind::kIndex;
+  // Other index names (e.g. consolidated.safetensors.index.json variants): any *.index*.json.
+  return base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0 && base.find(".index") != std::string::npos;
 }
 
 std::string ShapeText(const std::vector<uint64_t>& shape) {
