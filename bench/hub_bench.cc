@@ -29,6 +29,14 @@
 //  5. S9: server restarted with --fault-ignore-range; Download of the S2 file
 //     with ranges enabled into a fresh cache: bytes the server sent for the file
 //     (access log, 2xx GETs) / file size; time vs a single `curl -o`.
+//  6. Load-ordered snapshot of 4 × 64 MiB (--quick: 4 × 16 MiB), uncapped and
+//     on a server restarted with --fault-total-bandwidth 150 MB/s (one link
+//     shared by all connections): Snapshot with default ClientOptions (the
+//     load-ordered scheduler) vs "parallel files" (the previous behaviour: one
+//     GET per file, 8 files at once: range_threshold 256 MiB, connections
+//     pinned to 8) vs curl -Z --parallel-max 8; plus when the first file and
+//     the last file were complete (on_file_done) and whether files completed
+//     in order.
 //
 // Cold runs (1, 2, 5) start with `sync; echo 3 > /proc/sys/vm/drop_caches`
 // (skipped with a note when not permitted); that also drops the server's store
@@ -62,6 +70,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -762,6 +771,74 @@ struct Bench {
     fs::remove_all(cache);
   }
 
+  // ---- 6. load-ordered snapshot ----
+  void LoadOrdered(const RepoSpec& r, const std::string& label) {
+    struct Variant {
+      std::string name;
+      bool today;  // previous behaviour: parallel whole files
+    };
+    const std::vector<Variant> variants = {{"hubload Snapshot, load-ordered scheduler (default)", false},
+                                           {"hubload Snapshot, parallel files (previous behaviour)", true}};
+    Samples curl;
+    std::vector<Samples> hl(variants.size());
+    std::vector<double> first_done(variants.size()), in_order(variants.size());
+    for (int rep = 0; rep < reps; ++rep) {
+      for (size_t v = 0; v <= variants.size(); ++v) {
+        size_t which = (v + static_cast<size_t>(rep)) % (variants.size() + 1);
+        fs::path out = FreshDir("order");
+        ColdPrepare();
+        if (which == variants.size()) {
+          std::vector<std::string> args = {"curl", "-s", "-f", "-L", "-Z", "--parallel-max", "8"};
+          for (auto& f : r.files) args.insert(args.end(), {"-o", (out / f.first).string(), ResolveUrl(r, f.first)});
+          auto p = Run(args, scratch);
+          std::string bad = p.exit_code == 0 ? CheckFolder(r, out) : "curl exit " + std::to_string(p.exit_code);
+          if (bad.empty()) curl.Add(p.wall_s, p.cpu_s);
+          else Fail(curl, label + " curl: " + bad);
+        } else {
+          auto o = Options(out);
+          if (variants[which].today) {
+            o.range_threshold_bytes = 256 * kMiB;
+            o.max_ranges_per_file = 4;
+            o.connections = 8;
+          }
+          hubload::HubClient client(o);
+          hubload::SnapshotRequest req;
+          req.repo_id = r.id;
+          std::mutex mu;
+          std::vector<std::pair<std::string, double>> done;
+          auto t0 = Clock::now();
+          req.callbacks.on_file_done = [&](const std::string& p, const std::string&) {
+            std::lock_guard<std::mutex> l(mu);
+            done.emplace_back(p, Since(t0));
+          };
+          double cpu0 = CpuSelf();
+          auto res = client.Snapshot(req);
+          double wall = Since(t0), cpu = CpuSelf() - cpu0;
+          std::string bad = res.ok() ? CheckFolder(r, *res) : res.status().ToString();
+          if (!bad.empty() || done.size() != r.files.size()) {
+            Fail(hl[which], label + " " + variants[which].name + ": " + bad);
+          } else {
+            hl[which].Add(wall, cpu);
+            first_done[which] = done.front().second;
+            bool ordered = true;
+            for (size_t i = 0; i < done.size(); ++i) ordered = ordered && done[i].first == r.files[i].first;
+            in_order[which] += ordered ? 1 : 0;
+          }
+        }
+        fs::remove_all(out);
+      }
+    }
+    std::string sc = "6 load-ordered snapshot " + label;
+    rows.push_back({sc, "curl -Z --parallel-max 8 (baseline)", curl.TimeS(), curl.Cpu(), "1", ""});
+    for (size_t v = 0; v < variants.size(); ++v) {
+      std::string ratio = Ratio(hl[v], curl) + " of curl";
+      if (v == 0) ratio += ", " + Ratio(hl[0], hl[1]) + " of parallel files";
+      rows.push_back({sc, variants[v].name, hl[v].TimeS(), hl[v].Cpu(), ratio,
+                      Fmt("first file done at %.2f s", first_done[v]) + " (last rep); in order in " +
+                          std::to_string(static_cast<int>(in_order[v])) + "/" + std::to_string(reps) + " reps"});
+    }
+  }
+
   // ---- 5. S9: server ignoring Range ----
   void IgnoreRange(const RepoSpec& r) {
     Samples hl, curl;
@@ -811,7 +888,7 @@ void PrintTable(const Bench& b) {
 }
 
 int Usage() {
-  std::fprintf(stderr, "usage: hub_bench [--quick] [--reps N] [--dir D] [--only 1,2,3,4,5] [--buffer-kib K]\n");
+  std::fprintf(stderr, "usage: hub_bench [--quick] [--reps N] [--dir D] [--only 1,2,3,4,5,6] [--buffer-kib K]\n");
   return 2;
 }
 
@@ -820,7 +897,7 @@ int Usage() {
 int main(int argc, char** argv) {
   Bench b;
   std::string dir;
-  std::set<int> only = {1, 2, 3, 4, 5};
+  std::set<int> only = {1, 2, 3, 4, 5, 6};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -902,7 +979,10 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "part%d/file-%03d.json", i / 25, i);
     s3.files.emplace_back(name, 4096);
   }
+  const uint64_t order_mib = b.quick ? 16 : 64;
+  RepoSpec s6 = shards("bench/order-4x" + std::to_string(order_mib) + "m", 4, order_mib);
   std::vector<RepoSpec*> needed;
+  if (only.count(6)) needed.push_back(&s6);
   if (only.count(1)) needed.insert(needed.end(), {&s1a, &s1b});
   if (only.count(2) || only.count(5)) needed.push_back(&s2);
   if (only.count(3) || only.count(4)) needed.push_back(&s3);
@@ -916,7 +996,7 @@ int main(int argc, char** argv) {
 
   {
     ServeProcess server;
-    if (only.count(1) || only.count(2) || only.count(3) || only.count(4)) {
+    if (only.count(1) || only.count(2) || only.count(3) || only.count(4) || only.count(6)) {
       std::string err = server.Start(b.cli, b.work / "store", b.log, b.scratch, {});
       if (!err.empty()) {
         std::fprintf(stderr, "hub_bench: %s\n", err.c_str());
@@ -939,7 +1019,22 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hub_bench: 3/4. warm %s\n", s3.id.c_str());
       b.Warm(s3, only.count(3) > 0, only.count(4) > 0);
     }
+    if (only.count(6)) {
+      std::fprintf(stderr, "hub_bench: 6. load-ordered snapshot %s, uncapped\n", s6.id.c_str());
+      b.LoadOrdered(s6, "4 × " + std::to_string(order_mib) + " MiB, uncapped");
+    }
     server.Stop();
+    if (only.count(6)) {
+      std::fprintf(stderr, "hub_bench: 6. load-ordered snapshot %s, total cap 150 MB/s\n", s6.id.c_str());
+      std::string err = server.Start(b.cli, b.work / "store", b.log, b.scratch, {"--fault-total-bandwidth", "150000000"});
+      if (!err.empty()) {
+        std::fprintf(stderr, "hub_bench: %s\n", err.c_str());
+        return 2;
+      }
+      b.endpoint = server.url();
+      b.LoadOrdered(s6, "4 × " + std::to_string(order_mib) + " MiB, one link of 150 MB/s");
+      server.Stop();
+    }
     if (only.count(5)) {
       std::fprintf(stderr, "hub_bench: 5. S9 --fault-ignore-range %s\n", s2.id.c_str());
       std::string err = server.Start(b.cli, b.work / "store", b.log, b.scratch, {"--fault-ignore-range"});

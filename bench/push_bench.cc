@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "hubload/server.h"
+#include "hubload/hub.h"
 #include "hubload/upload.h"
 
 namespace fs = std::filesystem;
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "server: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  hubload::UploadOptions opt;
+  hubload::ClientOptions opt;
   opt.config.endpoint = (*server)->url();
   opt.config.token = "hf_bench";
   hubload::UploadFolderRequest req;
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
   req.folder = local.string();
   req.create_repo = true;
   auto t0 = Clock::now();
-  auto info = hubload::UploadFolder(opt, req);
+  auto info = hubload::HubClient(opt).UploadFolder(req);
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!info.ok()) {
     std::fprintf(stderr, "hubload push failed: %s\n", info.status().ToString().c_str());
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
   const char* src = std::getenv("HUBLOAD_SOURCE_DIR");
   fs::path js = fs::path(src && *src ? src : ".") / "tests" / "js";
   if (fs::exists(js / "node_modules" / "@huggingface" / "hub")) {
-    auto c = hubload::CreateRepo(opt, "bench/js", hubload::RepoType::kModel, false);
+    auto c = hubload::HubClient(opt).CreateRepo("bench/js", hubload::RepoType::kModel, false);
     int rc = 0;
     auto j0 = Clock::now();
     std::string out = Run("node " + (js / "push_upload.mjs").string() + " " + (*server)->url() + " bench/js " +

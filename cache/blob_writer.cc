@@ -1,28 +1,40 @@
 // BlobWriter: partial file + streaming sha256 + verified promotion to blobs/.
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "cache/util.h"
+#include "util/file_io.h"
+#include "util/digest.h"
 #include "hubload/cache.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace {
-
-using cache_internal::Hex;
 
 constexpr size_t kWriteBuffer = 1 << 20;  // ≥ 1 MiB writes (performance.md §2)
 
 }  // namespace
 
+Status cache_internal::VerifyGitBlob(const std::string& partial, const std::string& expected, const std::string& label,
+                                     const ErrorContext& ctx, const std::function<void()>& discard) {
+  if (expected.empty()) return Status::Ok();
+  HUBLOAD_ASSIGN_OR_RETURN(std::string got, util::GitBlobIdOfFile(partial));
+  if (got == expected) return Status::Ok();
+  discard();
+  return Status(Code::kCorruptDownload,
+                "git blob sha1 of downloaded " + label + " is " + got + ", expected " + expected + " (partial discarded)",
+                std::string(reason::kHashMismatch), ctx);
+}
+
 struct BlobWriter::Impl {
   int fd = -1;
-  EVP_MD_CTX* md = nullptr;
+  util::Digest sha;  // sha256 of bytes [0, offset)
   Options opt;
   std::string etag;
   std::vector<char> buf;  // pending bytes not yet written
@@ -30,13 +42,10 @@ struct BlobWriter::Impl {
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
-    if (md) EVP_MD_CTX_free(md);
   }
-  void ResetHash() {
-    EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
-  }
+  void ResetHash() { sha.Reset(); }
   Status Flush(const std::string& path) {
-    HUBLOAD_RETURN_IF_ERROR(cache_internal::PwriteAll(fd, buf.data(), buf.size(), flushed, path));
+    HUBLOAD_RETURN_IF_ERROR(util::PwriteAll(fd, buf.data(), buf.size(), flushed, path));
     flushed += buf.size();
     buf.clear();
     return Status::Ok();
@@ -47,9 +56,9 @@ struct BlobWriter::Impl {
   Status Recreate(const std::string& path) {
     if (fd >= 0) ::close(fd);
     fd = -1;
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return cache_internal::IoError("cannot remove", path, errno);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return util::IoError("cannot remove", path, errno);
     fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return cache_internal::IoError("cannot create partial download", path, errno);
+    if (fd < 0) return util::IoError("cannot create partial download", path, errno);
     return Status::Ok();
   }
 };
@@ -65,20 +74,18 @@ Result<std::unique_ptr<BlobWriter>> BlobWriter::OpenPaths(std::string partial_pa
   Impl& im = *w->impl_;
   im.opt = std::move(options);
   im.etag = std::move(label);
-  im.md = EVP_MD_CTX_new();
-  im.ResetHash();
   im.buf.reserve(kWriteBuffer);
   w->partial_path_ = std::move(partial_path);
   w->blob_path_ = std::move(final_path);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(w->partial_path_).parent_path(), ec);
-  if (ec) return cache_internal::IoError("cannot create folder for", w->partial_path_, ec.value());
+  if (ec) return util::IoError("cannot create folder for", w->partial_path_, ec.value());
   std::filesystem::create_directories(std::filesystem::path(w->blob_path_).parent_path(), ec);
-  if (ec) return cache_internal::IoError("cannot create folder for", w->blob_path_, ec.value());
+  if (ec) return util::IoError("cannot create folder for", w->blob_path_, ec.value());
   im.fd = ::open(w->partial_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (im.fd < 0) return cache_internal::IoError("cannot open partial download", w->partial_path_, errno);
+  if (im.fd < 0) return util::IoError("cannot open partial download", w->partial_path_, errno);
   struct stat st;
-  if (::fstat(im.fd, &st) != 0) return cache_internal::IoError("cannot stat", w->partial_path_, errno);
+  if (::fstat(im.fd, &st) != 0) return util::IoError("cannot stat", w->partial_path_, errno);
   uint64_t have = static_cast<uint64_t>(st.st_size);
   bool keep = im.opt.resume && have > 0 &&
               (im.opt.expected_size < 0 || have <= static_cast<uint64_t>(im.opt.expected_size));
@@ -93,10 +100,10 @@ Result<std::unique_ptr<BlobWriter>> BlobWriter::OpenPaths(std::string partial_pa
     ssize_t r = ::pread(im.fd, rb.data(), rb.size(), static_cast<off_t>(off));
     if (r < 0) {
       if (errno == EINTR) continue;
-      return cache_internal::IoError("cannot read partial download", w->partial_path_, errno);
+      return util::IoError("cannot read partial download", w->partial_path_, errno);
     }
     if (r == 0) break;
-    EVP_DigestUpdate(im.md, rb.data(), static_cast<size_t>(r));
+    im.sha.Update(rb.data(), static_cast<size_t>(r));
     off += static_cast<uint64_t>(r);
   }
   im.flushed = off;
@@ -115,9 +122,9 @@ Status BlobWriter::Append(const char* data, size_t n) {
     return Status(Code::kCorruptDownload,
                   "received more bytes than the expected " + std::to_string(im.opt.expected_size) + " for " +
                       im.etag,
-                  "SizeMismatch", cache_internal::FileCtx(partial_path_));
+                  std::string(reason::kSizeMismatch), cache_internal::FileCtx(partial_path_));
   }
-  EVP_DigestUpdate(im.md, data, n);
+  im.sha.Update(data, n);
   offset_ += n;
   while (n > 0) {
     size_t take = std::min(n, kWriteBuffer - im.buf.size());
@@ -142,15 +149,7 @@ Status BlobWriter::Flush() { return impl_->Flush(partial_path_); }
 int BlobWriter::fd() const { return impl_->fd; }
 uint64_t BlobWriter::flushed_bytes() const { return impl_->flushed; }
 
-std::string BlobWriter::CurrentSha256() const {
-  EVP_MD_CTX* c = EVP_MD_CTX_new();
-  EVP_MD_CTX_copy_ex(c, impl_->md);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(c, md, &len);
-  EVP_MD_CTX_free(c);
-  return Hex(md, len);
-}
+std::string BlobWriter::CurrentSha256() const { return impl_->sha.HexDigest(); }
 
 Result<std::string> BlobWriter::Commit() {
   Impl& im = *impl_;
@@ -161,7 +160,7 @@ Result<std::string> BlobWriter::Commit() {
     return Status(Code::kCorruptDownload,
                   "download of " + im.etag + " ended after " + std::to_string(offset_) + " of " +
                       std::to_string(im.opt.expected_size) + " bytes",
-                  "SizeMismatch", ctx);
+                  std::string(reason::kSizeMismatch), ctx);
   }
   if (!im.opt.expected_sha256.empty()) {
     std::string got = CurrentSha256();
@@ -170,12 +169,13 @@ Result<std::string> BlobWriter::Commit() {
       return Status(Code::kCorruptDownload,
                     "sha256 of downloaded blob is " + got + ", expected " + im.opt.expected_sha256 +
                         " (partial discarded)",
-                    "HashMismatch", ctx);
+                    std::string(reason::kHashMismatch), ctx);
     }
   }
+  HUBLOAD_RETURN_IF_ERROR(cache_internal::VerifyGitBlob(partial_path_, im.opt.expected_git_sha1, im.etag, ctx, [this] { Discard(); }));
   // Same permissions a fresh file in the folder would get (umask applied at create).
   if (::rename(partial_path_.c_str(), blob_path_.c_str()) != 0)
-    return cache_internal::IoError("cannot move verified blob to", blob_path_, errno);
+    return util::IoError("cannot move verified blob to", blob_path_, errno);
   ::close(im.fd);
   im.fd = -1;
   return blob_path_;
@@ -189,30 +189,6 @@ void BlobWriter::Discard() {
   im.fd = -1;
 }
 
-Result<std::string> Sha256File(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return cache_internal::IoError("cannot open", path, errno);
-  EVP_MD_CTX* md = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
-  std::vector<char> buf(kWriteBuffer);
-  while (true) {
-    ssize_t r = ::read(fd, buf.data(), buf.size());
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      EVP_MD_CTX_free(md);
-      return cache_internal::IoError("cannot read", path, e);
-    }
-    if (r == 0) break;
-    EVP_DigestUpdate(md, buf.data(), static_cast<size_t>(r));
-  }
-  ::close(fd);
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(md, out, &len);
-  EVP_MD_CTX_free(md);
-  return Hex(out, len);
-}
+Result<std::string> Sha256File(const std::string& path) { return util::Sha256File(path); }
 
 }  // namespace hubload

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cache/util.h"
+#include "util/file_io.h"
 #include "hubload/cache.h"
 
 namespace hubload {
@@ -184,7 +185,7 @@ Status RepoCache::WriteRef(std::string_view revision, std::string_view commit) c
     return Status(Code::kInvalidArgument, "refusing to write ref '" + std::string(revision) + "' = '" +
                                               std::string(commit) + "': not a 40-hex commit", "BadCommit");
   if (auto cur = ReadRef(revision); cur && *cur == commit) return Status::Ok();
-  return cache_internal::AtomicWriteFile(RefPath(revision), std::string(commit));
+  return util::AtomicWriteFile(RefPath(revision), std::string(commit));
 }
 
 std::optional<std::string> RepoCache::LocalCommit(std::string_view revision) const {
@@ -218,8 +219,8 @@ Result<std::string> RepoCache::LinkSnapshot(std::string_view commit, std::string
   std::string blob = BlobPath(etag);
   std::error_code ec;
   fs::create_directories(fs::path(pointer).parent_path(), ec);
-  if (ec) return cache_internal::IoError("cannot create snapshot folder for", pointer, ec.value());
-  std::string tmp = pointer + ".tmp" + cache_internal::RandomSuffix();
+  if (ec) return util::IoError("cannot create snapshot folder for", pointer, ec.value());
+  std::string tmp = pointer + ".tmp" + util::RandomSuffix();
   bool linked = false, moved = false;
   if (use_symlinks) {
     // Relative target: one "../" per folder level below the repo folder.
@@ -236,7 +237,7 @@ Result<std::string> RepoCache::LinkSnapshot(std::string_view commit, std::string
                      cache_dir_, std::strerror(e));
       });
     } else {
-      return cache_internal::IoError("cannot create symlink", tmp, errno);
+      return util::IoError("cannot create symlink", tmp, errno);
     }
   }
   if (!linked) {
@@ -248,14 +249,14 @@ Result<std::string> RepoCache::LinkSnapshot(std::string_view commit, std::string
       if (ec) {
         std::error_code ignored;
         fs::remove(tmp, ignored);
-        return cache_internal::IoError("cannot copy blob into snapshot", pointer, ec.value());
+        return util::IoError("cannot copy blob into snapshot", pointer, ec.value());
       }
     }
   }
   if (::rename(tmp.c_str(), pointer.c_str()) != 0) {
     int e = errno;
     if (!moved || ::rename(tmp.c_str(), blob.c_str()) != 0) ::unlink(tmp.c_str());  // a moved blob goes back
-    return cache_internal::IoError("cannot place snapshot pointer", pointer, e);
+    return util::IoError("cannot place snapshot pointer", pointer, e);
   }
   return pointer;
 }
@@ -266,9 +267,9 @@ Status RepoCache::MarkNoExist(std::string_view commit, std::string_view p) const
   std::string path = NoExistPath(commit, p);
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  if (ec) return cache_internal::IoError("cannot create .no_exist folder for", path, ec.value());
+  if (ec) return util::IoError("cannot create .no_exist folder for", path, ec.value());
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return cache_internal::IoError("cannot create", path, errno);
+  if (fd < 0) return util::IoError("cannot create", path, errno);
   ::close(fd);
   return Status::Ok();
 }

@@ -23,7 +23,9 @@
 #include <thread>
 
 #include "cache/util.h"
+#include "util/file_io.h"
 #include "hubload/cache.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace {
@@ -35,19 +37,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kBreakerStaleS = 30;
 
 bool FlockUnsupported(int err) { return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL; }
-
-LockMode ResolveMode(LockMode m) {
-  if (m != LockMode::kAuto) return m;
-  const char* env = std::getenv("HUBLOAD_LOCK_MODE");
-  if (!env || !*env || std::strcmp(env, "auto") == 0) return LockMode::kAuto;
-  if (std::strcmp(env, "lease") == 0) return LockMode::kLease;
-  if (std::strcmp(env, "flock") == 0) return LockMode::kFlock;
-  static std::once_flag warned;
-  std::call_once(warned, [&] {
-    spdlog::warn("ignoring HUBLOAD_LOCK_MODE='{}' (expected auto, flock or lease)", env);
-  });
-  return LockMode::kAuto;
-}
 
 // Seconds since the last modification of `st`, by the local wall clock.
 double AgeSeconds(const struct stat& st) {
@@ -70,7 +59,7 @@ std::string Seconds(double s) { return std::to_string(static_cast<long long>(s))
 Status Timeout(const std::string& path, double timeout_s, const std::string& detail) {
   return Status(Code::kConflict,
                 "timed out after " + Seconds(timeout_s) + " s waiting for the lock " + path + " (" + detail + ")",
-                "LockTimeout", cache_internal::FileCtx(path));
+                std::string(reason::kLockTimeout), cache_internal::FileCtx(path));
 }
 
 // Sleeps a growing interval (5 ms .. cap), never past `deadline`.
@@ -108,7 +97,7 @@ Status BreakStaleLease(const std::string& lease, const struct stat& seen, double
   int bfd = ::open(breaker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (bfd < 0) {
     int e = errno;
-    if (e != EEXIST) return cache_internal::IoError("cannot create lease breaker", breaker, e);
+    if (e != EEXIST) return util::IoError("cannot create lease breaker", breaker, e);
     struct stat bst;
     if (::stat(breaker.c_str(), &bst) == 0 && AgeSeconds(bst) > kBreakerStaleS) ::unlink(breaker.c_str());
     return Status::Ok();  // someone else is breaking it; wait and look again
@@ -192,7 +181,7 @@ Result<std::unique_ptr<FileLock::Lease>> AcquireLease(const std::string& lock_pa
         int e = errno;
         ::unlink(path.c_str());
         ::close(fd);
-        return cache_internal::IoError("cannot write lock lease", path, e);
+        return util::IoError("cannot write lock lease", path, e);
       }
       auto lease = std::make_unique<FileLock::Lease>();
       lease->path = path;
@@ -205,10 +194,10 @@ Result<std::unique_ptr<FileLock::Lease>> AcquireLease(const std::string& lock_pa
       return lease;
     }
     int e = errno;
-    if (e != EEXIST) return cache_internal::IoError("cannot create lock lease", path, e);
+    if (e != EEXIST) return util::IoError("cannot create lock lease", path, e);
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
-      if (errno != ENOENT) return cache_internal::IoError("cannot read lock lease", path, errno);
+      if (errno != ENOENT) return util::IoError("cannot read lock lease", path, errno);
       continue;  // released meanwhile: try again at once
     }
     double age = AgeSeconds(st);
@@ -266,14 +255,14 @@ Result<FileLock> FileLock::Acquire(const std::string& path, double timeout_s, co
   if (!(timeout_s >= 0)) timeout_s = 0;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) return cache_internal::IoError("cannot create lock folder for", path, ec.value());
-  const LockMode mode = ResolveMode(options.mode);
+  if (ec) return util::IoError("cannot create lock folder for", path, ec.value());
+  const LockMode mode = options.mode;  // the caller's choice (the CLI maps HUBLOAD_LOCK_MODE)
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(timeout_s, 1e9)));
   const std::string lease_path = path + ".lease";
 
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return cache_internal::IoError("cannot open lock file", path, errno);
+  if (fd < 0) return util::IoError("cannot open lock file", path, errno);
   bool use_lease = mode == LockMode::kLease;
   Backoff backoff(std::chrono::milliseconds(100));
   while (true) {
@@ -294,14 +283,14 @@ Result<FileLock> FileLock::Acquire(const std::string& path, double timeout_s, co
         static std::once_flag warned;
         std::call_once(warned, [&] {
           spdlog::warn("the file system of {} does not support flock ({}); using lock leases instead "
-                       "(HUBLOAD_LOCK_MODE=lease)",
+                       "(LockMode::kLease; HUBLOAD_LOCK_MODE=lease in the CLI)",
                        path, std::strerror(e));
         });
       }
       use_lease = true;
       break;
     }
-    return cache_internal::IoError(FlockUnsupported(e) ? "flock is not supported (HUBLOAD_LOCK_MODE=flock) on"
+    return util::IoError(FlockUnsupported(e) ? "flock is not supported (LockMode::kFlock) on"
                                                        : "cannot lock",
                                    path, e);
   }

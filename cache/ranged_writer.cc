@@ -3,7 +3,6 @@
 // the contiguous written prefix as it grows (see hubload/cache.h).
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,13 +13,15 @@
 #include <vector>
 
 #include "cache/util.h"
+#include "util/file_io.h"
+#include "util/digest.h"
 #include "hubload/cache.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace {
 
-using cache_internal::Hex;
-using cache_internal::PwriteAll;
+using util::PwriteAll;
 
 constexpr uint64_t kMinChunk = 1ull << 20;
 constexpr size_t kFlushBytes = 1 << 20;  // >= 1 MiB writes (performance.md §2)
@@ -51,7 +52,7 @@ struct RangedBlobWriter::Impl {
   std::unique_ptr<Chunk[]> chunks;
   // Hash state: the contiguous prefix [0, cursor) is hashed.
   std::mutex hash_mu;
-  EVP_MD_CTX* md = nullptr;
+  util::Digest sha;  // sha256 of the contiguous prefix [0, cursor)
   uint64_t cursor = 0;
   std::vector<char> scratch;
   // Chunks [0, contiguous_hint) are known complete on disk (contiguous_bytes()).
@@ -59,7 +60,6 @@ struct RangedBlobWriter::Impl {
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
-    if (md) EVP_MD_CTX_free(md);
   }
   uint64_t Begin(size_t k) const { return static_cast<uint64_t>(k) * opt.chunk_bytes; }
   uint64_t End(size_t k) const { return std::min(opt.size, Begin(k) + opt.chunk_bytes); }
@@ -77,24 +77,24 @@ struct RangedBlobWriter::Impl {
   // in place: a reader of the old one never sees its bytes change.
   Status Reset(const std::string& path) {
     struct stat st;
-    if (::fstat(fd, &st) != 0) return cache_internal::IoError("cannot stat", path, errno);
+    if (::fstat(fd, &st) != 0) return util::IoError("cannot stat", path, errno);
     if (st.st_size > 0) {
       ::close(fd);
       fd = -1;
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return cache_internal::IoError("cannot remove", path, errno);
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return util::IoError("cannot remove", path, errno);
       fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd < 0) return cache_internal::IoError("cannot create partial download", path, errno);
+      if (fd < 0) return util::IoError("cannot create partial download", path, errno);
     }
     contiguous_hint = 0;
     if (::ftruncate(fd, static_cast<off_t>(opt.size + TrailerLen())) != 0)
-      return cache_internal::IoError("cannot size partial download", path, errno);
+      return util::IoError("cannot size partial download", path, errno);
     for (size_t k = 0; k < n; ++k) {
       chunks[k].flushed = 0;
       chunks[k].received = 0;
       chunks[k].buf.clear();
     }
     std::lock_guard<std::mutex> l(hash_mu);
-    EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
+    sha.Reset();
     cursor = 0;
     return WriteTrailerHead(path);
   }
@@ -130,10 +130,10 @@ struct RangedBlobWriter::Impl {
       size_t want = static_cast<size_t>(std::min<uint64_t>(avail, scratch.size()));
       ssize_t r = ::pread(fd, scratch.data(), want, static_cast<off_t>(cursor));
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return cache_internal::IoError("cannot read back partial download", path, errno);
+      if (r < 0) return util::IoError("cannot read back partial download", path, errno);
       if (r == 0) return Status(Code::kIOError, "partial download " + path + " is shorter than its journal says",
                                 "ShortRead", cache_internal::FileCtx(path));
-      EVP_DigestUpdate(md, scratch.data(), static_cast<size_t>(r));
+      sha.Update(scratch.data(), static_cast<size_t>(r));
       cursor += static_cast<uint64_t>(r);
     }
     return Status::Ok();
@@ -154,7 +154,7 @@ struct RangedBlobWriter::Impl {
       std::unique_lock<std::mutex> l(hash_mu, std::try_to_lock);
       if (l.owns_lock()) {
         if (cursor == off) {  // the next bytes of the hash: take them from memory
-          EVP_DigestUpdate(md, c.buf.data(), c.buf.size());
+          sha.Update(c.buf.data(), c.buf.size());
           cursor += c.buf.size();
         }
         st = AdvanceLocked(path);
@@ -191,19 +191,17 @@ Result<std::unique_ptr<RangedBlobWriter>> RangedBlobWriter::OpenPaths(std::strin
   im.label = std::move(label);
   im.n = static_cast<size_t>((im.opt.size + im.opt.chunk_bytes - 1) / im.opt.chunk_bytes);
   im.chunks = std::make_unique<Impl::Chunk[]>(im.n);
-  im.md = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(im.md, EVP_sha256(), nullptr);
   w->partial_path_ = std::move(partial_path);
   w->blob_path_ = std::move(final_path);
   std::error_code ec;
   for (const std::string* p : {&w->partial_path_, &w->blob_path_}) {
     std::filesystem::create_directories(std::filesystem::path(*p).parent_path(), ec);
-    if (ec) return cache_internal::IoError("cannot create folder for", *p, ec.value());
+    if (ec) return util::IoError("cannot create folder for", *p, ec.value());
   }
   im.fd = ::open(w->partial_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (im.fd < 0) return cache_internal::IoError("cannot open partial download", w->partial_path_, errno);
+  if (im.fd < 0) return util::IoError("cannot open partial download", w->partial_path_, errno);
   struct stat st;
-  if (::fstat(im.fd, &st) != 0) return cache_internal::IoError("cannot stat", w->partial_path_, errno);
+  if (::fstat(im.fd, &st) != 0) return util::IoError("cannot stat", w->partial_path_, errno);
   if (im.opt.resume && im.LoadJournal(static_cast<uint64_t>(st.st_size))) return w;
   HUBLOAD_RETURN_IF_ERROR(im.Reset(w->partial_path_));
   return w;
@@ -236,7 +234,7 @@ Status RangedBlobWriter::Append(size_t k, const char* data, size_t n) {
     return Status(Code::kCorruptDownload,
                   "received more bytes than chunk " + std::to_string(k) + " of " + im.label + " holds (bytes " +
                       std::to_string(im.Begin(k)) + "-" + std::to_string(im.End(k) - 1) + ")",
-                  "SizeMismatch", cache_internal::FileCtx(partial_path_));
+                  std::string(reason::kSizeMismatch), cache_internal::FileCtx(partial_path_));
   while (n > 0) {
     if (c.buf.capacity() == 0) c.buf.reserve(kFlushBytes);
     size_t take = std::min(n, kFlushBytes - c.buf.size());
@@ -279,31 +277,27 @@ Result<std::string> RangedBlobWriter::Commit() {
                     "download of " + im.label + " is missing bytes " +
                         std::to_string(im.Begin(k) + im.chunks[k].flushed.load()) + "-" +
                         std::to_string(im.End(k) - 1) + " (partial kept for resuming)",
-                    "SizeMismatch", ctx);
+                    std::string(reason::kSizeMismatch), ctx);
   }
   std::string got;
   {
     std::lock_guard<std::mutex> l(im.hash_mu);
     HUBLOAD_RETURN_IF_ERROR(im.AdvanceLocked(partial_path_));
-    EVP_MD_CTX* c = EVP_MD_CTX_new();
-    EVP_MD_CTX_copy_ex(c, im.md);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(c, md, &len);
-    EVP_MD_CTX_free(c);
-    got = Hex(md, len);
+    got = im.sha.HexDigest();
   }
   if (!im.opt.expected_sha256.empty() && got != im.opt.expected_sha256) {
     Discard();
     return Status(Code::kCorruptDownload,
                   "sha256 of downloaded " + im.label + " is " + got + ", expected " + im.opt.expected_sha256 +
                       " (partial discarded)",
-                  "HashMismatch", ctx);
+                  std::string(reason::kHashMismatch), ctx);
   }
   if (::ftruncate(im.fd, static_cast<off_t>(im.opt.size)) != 0)
-    return cache_internal::IoError("cannot cut the journal off", partial_path_, errno);
+    return util::IoError("cannot cut the journal off", partial_path_, errno);
+  HUBLOAD_RETURN_IF_ERROR(
+      cache_internal::VerifyGitBlob(partial_path_, im.opt.expected_git_sha1, im.label, ctx, [this] { Discard(); }));
   if (::rename(partial_path_.c_str(), blob_path_.c_str()) != 0)
-    return cache_internal::IoError("cannot move verified blob to", blob_path_, errno);
+    return util::IoError("cannot move verified blob to", blob_path_, errno);
   ::close(im.fd);
   im.fd = -1;
   return blob_path_;

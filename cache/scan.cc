@@ -11,7 +11,9 @@
 #include <string_view>
 
 #include "cache/util.h"
+#include "util/file_io.h"
 #include "hubload/cache.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace fs = std::filesystem;
@@ -153,7 +155,7 @@ Result<CacheInfo> ScanCache(const std::string& cache_dir) {
   CacheInfo info;
   info.cache_dir = cache_dir;
   fs::directory_iterator it(cache_dir, ec);
-  if (ec) return cache_internal::IoError("cannot read cache folder", cache_dir, ec.value());
+  if (ec) return util::IoError("cannot read cache folder", cache_dir, ec.value());
   for (auto& e : it) {
     std::string name = e.path().filename().string();
     if (name == ".locks" || name == "CACHEDIR.TAG" || name == "version.txt" || name == "token") continue;
@@ -177,7 +179,7 @@ Result<CacheInfo> ScanCache(const std::string& cache_dir) {
 }
 
 Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_view repo_id, RepoType type,
-                                     std::string_view revision) {
+                                     std::string_view revision, const FileLockOptions& lock_options) {
   RepoCache rc(cache_dir, std::string(repo_id), type);
   ErrorContext ctx = cache_internal::RepoRevCtx(std::string(repo_id), std::string(revision));
   std::error_code ec;
@@ -197,9 +199,9 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
       std::string name = fs::path(f).filename().string();
       std::string etag = name.substr(0, name.find('.'));
       if (etag.empty()) continue;
-      auto l = FileLock::Acquire(rc.LockPath(etag), 0);
+      auto l = FileLock::Acquire(rc.LockPath(etag), 0, lock_options);
       if (!l.ok()) {
-        if (l.status().reason() != "LockTimeout") return l.status();
+        if (!l.status().Is(reason::kLockTimeout)) return l.status();
         return Status(Code::kConflict,
                       "cannot delete " + std::string(repo_id) + ": a download is writing " + f +
                           " (its lock " + rc.LockPath(etag) + " is held); retry when it has finished",
@@ -211,7 +213,7 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
     for (auto& r : repo.revisions) rep.deleted_snapshots.push_back(r.commit);
     for (auto& [n, c] : repo.refs) rep.deleted_refs.push_back(n);
     fs::remove_all(rc.repo_dir(), ec);
-    if (ec) return cache_internal::IoError("cannot remove", rc.repo_dir(), ec.value());
+    if (ec) return util::IoError("cannot remove", rc.repo_dir(), ec.value());
     fs::remove_all(cache_dir + "/.locks/" + RepoFolderName(repo_id, type), ec);
     rep.deleted_repo = true;
     return rep;
@@ -239,7 +241,7 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
       (r.commit == commit ? mine : still_used).insert(sf.blobs.begin(), sf.blobs.end());
     }
     fs::remove_all(target->snapshot_path, ec);
-    if (ec) return cache_internal::IoError("cannot remove", target->snapshot_path, ec.value());
+    if (ec) return util::IoError("cannot remove", target->snapshot_path, ec.value());
     fs::remove_all(rc.repo_dir() + "/.no_exist/" + commit, ec);
     rep.deleted_snapshots.push_back(commit);
     for (auto& b : mine) {
@@ -272,7 +274,8 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, double min_age_s) {
+Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, double min_age_s,
+                                             const FileLockOptions& lock_options) {
   if (!(min_age_s >= 0))
     return Status(Code::kInvalidArgument, "prune: min_age_s must be >= 0 seconds", "BadArgument",
                   cache_internal::FileCtx(cache_dir));
@@ -281,7 +284,7 @@ Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, doubl
     return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", "NoCache",
                   cache_internal::FileCtx(cache_dir));
   fs::directory_iterator top(cache_dir, ec);
-  if (ec) return cache_internal::IoError("cannot read cache folder", cache_dir, ec.value());
+  if (ec) return util::IoError("cannot read cache folder", cache_dir, ec.value());
   PruneReport rep;
   const double now_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -294,7 +297,7 @@ Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, doubl
     fs::path blobs = e.path() / "blobs";
     if (!fs::is_directory(blobs, e2)) continue;
     fs::directory_iterator it(blobs, e2);
-    if (e2) return cache_internal::IoError("cannot read", blobs.string(), e2.value());
+    if (e2) return util::IoError("cannot read", blobs.string(), e2.value());
     for (auto& b : it) {
       std::string name = b.path().filename().string();
       if (!EndsWith(name, ".incomplete")) continue;  // <etag>.incomplete and <etag>.ranges.incomplete
@@ -309,9 +312,9 @@ Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, doubl
       }
       // Held while deleting: a download that starts now waits, then finds no partial.
       std::string lock_path = cache_dir + "/.locks/" + folder + "/" + etag + ".lock";
-      auto lock = FileLock::Acquire(lock_path, 0);
+      auto lock = FileLock::Acquire(lock_path, 0, lock_options);
       if (!lock.ok()) {
-        if (lock.status().reason() == "LockTimeout") {
+        if (lock.status().Is(reason::kLockTimeout)) {
           rep.kept_locked.push_back(partial);
           continue;
         }
@@ -320,7 +323,7 @@ Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, doubl
       if (::lstat(partial.c_str(), &st) != 0) continue;  // finished or removed meanwhile
       if (::unlink(partial.c_str()) != 0) {
         if (errno == ENOENT) continue;
-        return cache_internal::IoError("cannot remove partial download", partial, errno);
+        return util::IoError("cannot remove partial download", partial, errno);
       }
       rep.deleted_files.push_back(partial);
       rep.freed_bytes += static_cast<uint64_t>(st.st_size);

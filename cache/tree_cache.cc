@@ -19,7 +19,9 @@ void SortByPath(std::vector<TreeEntry>* v) {
   std::sort(v->begin(), v->end(), [](const TreeEntry& a, const TreeEntry& b) { return a.path < b.path; });
 }
 
-Result<std::vector<TreeEntry>> ParseTree(const std::string& text, const std::string& doc) {
+}  // namespace
+
+Result<std::vector<TreeEntry>> ParseTreeCacheText(const std::string& text, const std::string& doc) {
   HUBLOAD_ASSIGN_OR_RETURN(nlohmann::json j, util::ParseJson(text, doc));
   util::JsonIn root(j, doc);
   HUBLOAD_ASSIGN_OR_RETURN(util::JsonIn files, root.Object("files"));
@@ -40,8 +42,6 @@ Result<std::vector<TreeEntry>> ParseTree(const std::string& text, const std::str
   return out;
 }
 
-}  // namespace
-
 std::string TreeCachePath(const RepoCache& rc, const std::string& commit) {
   return rc.repo_dir() + "/trees/" + commit + ".json";
 }
@@ -55,7 +55,7 @@ std::optional<std::vector<TreeEntry>> ReadTreeCache(const RepoCache& rc, const s
       spdlog::warn("ignoring the tree cache file {}: {}", path, text.status().message());
     return std::nullopt;
   }
-  auto tree = ParseTree(*text, path);
+  auto tree = ParseTreeCacheText(*text, path);
   if (!tree.ok()) {
     spdlog::warn("ignoring the corrupt tree cache file {} (it is written again when the tree is fetched): {}", path,
                  tree.status().message());

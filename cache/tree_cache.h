@@ -33,6 +33,11 @@ std::string TreeCachePath(const RepoCache& rc, const std::string& commit);
 /// corrupt (one warning naming the file).
 std::optional<std::vector<TreeEntry>> ReadTreeCache(const RepoCache& rc, const std::string& commit);
 
+/// The entries of a trees/<commit>.json text (`doc` names it in errors),
+/// sorted by path. Errors: kInvalidFormat (BadJson/BadJsonField), kInvalidArgument
+/// "UnsafePath".
+Result<std::vector<TreeEntry>> ParseTreeCacheText(const std::string& text, const std::string& doc);
+
 /// Writes trees/<commit>.json atomically. Best effort: errors are returned
 /// for the caller to ignore (a cache of a listing).
 Status WriteTreeCache(const RepoCache& rc, const std::string& commit, const std::vector<TreeEntry>& files);

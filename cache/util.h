@@ -1,16 +1,13 @@
-// Internal helpers shared by cache/*.cc (not installed).
+// Internal helpers shared by cache/*.cc (not installed). The file-system and
+// digest leaves are util/'s (file_io.h, hex.h, digest.h).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "hubload/status.h"
 
 namespace hubload::cache_internal {
-
-/// kDiskFull for ENOSPC/EDQUOT/EFBIG, else kIOError; message "<what> <path>: strerror".
-Status IoError(const std::string& what, const std::string& path, int err);
 
 inline ErrorContext FileCtx(std::string file) {
   ErrorContext c;
@@ -29,18 +26,10 @@ inline ErrorContext RepoRevCtx(std::string repo_id, std::string rev) {
   return c;
 }
 
-/// Lowercase hex of a digest (sha256 names of blobs).
-std::string Hex(const unsigned char* md, unsigned len);
-
-/// pwrite(2) of all `n` bytes at `off` (EINTR and short writes handled);
-/// IoError naming `path` on failure (kDiskFull for ENOSPC/EDQUOT/EFBIG).
-Status PwriteAll(int fd, const void* data, size_t n, uint64_t off, const std::string& path);
-
-/// 8 random hex characters (temp-file suffixes).
-std::string RandomSuffix();
-
-/// Writes `content` to `path` via a temp file in the same folder + rename;
-/// parent folders are created.
-Status AtomicWriteFile(const std::string& path, const std::string& content);
+/// Git blob sha1 check of a whole partial (regular Hub files: the etag is
+/// their git blob id). OK when `expected` is empty or matches; else calls
+/// `discard` and returns kCorruptDownload reason kHashMismatch naming `label`.
+Status VerifyGitBlob(const std::string& partial, const std::string& expected, const std::string& label,
+                     const ErrorContext& ctx, const std::function<void()>& discard);
 
 }  // namespace hubload::cache_internal

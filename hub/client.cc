@@ -7,14 +7,15 @@
 #include <map>
 
 #include "cache/tree_cache.h"
+#include "hub/answers.h"
 #include "hub/file_metadata.h"
 #include "hub/listing.h"
 #include "hub/prepare.h"
 #include "hub/scheduler.h"
 #include "hub/session.h"
+#include "hub/upload/upload_internal.h"
 #include "hubload/hub.h"
 #include "hubload/reasons.h"
-#include "util/json.h"
 
 namespace hubload {
 namespace fs = std::filesystem;
@@ -23,10 +24,16 @@ using hub_internal::Session;
 using hub_internal::WithCtx;
 
 struct HubClient::Impl : Session {
-  explicit Impl(ClientOptions o) : Session(Normalize(std::move(o))) {}
-  static ClientOptions Normalize(ClientOptions o) {
-    if (o.config.cache_dir.empty()) o.config.cache_dir = HubConfig::FromEnvironment().cache_dir;
-    return o;
+  explicit Impl(ClientOptions o) : Session(std::move(o)) {}
+
+  bool has_cache() const { return !opt.config.cache_dir.empty(); }
+  // Calls that write the cache need one (the library reads no environment).
+  Status NeedCache(const ErrorContext& ctx) const {
+    if (has_cache()) return Status::Ok();
+    return Status(Code::kInvalidArgument,
+                  "no cache folder: ClientOptions::config.cache_dir is empty (HubConfig::FromEnvironment() gives "
+                  "huggingface_hub's default, $HF_HUB_CACHE or ~/.cache/huggingface/hub)",
+                  "NoCacheDir", ctx);
   }
 
   // Files at `commit` (cache mode) or into `local_dir`, in the order given.
@@ -65,19 +72,85 @@ struct HubClient::Impl : Session {
     return out.local_paths[0];
   }
 
-  // Listing from the cache only (offline).
-  Result<RepoListing> ListLocal(const RepoCache& rc, const std::string& rev) const {
-    auto commit = rc.LocalCommit(rev);
-    if (!commit || !fs::is_directory(rc.SnapshotDir(*commit))) return OfflineMiss(rc, rev, "snapshot");
+  // " (refs/<rev> exists but is corrupt ...)" when that is why a ref is unknown.
+  static std::string RefProblem(const RepoCache& rc, const std::string& rev) {
+    std::error_code ec;
+    if (IsCommitHash(rev) || rc.ReadRef(rev) || !fs::exists(rc.RefPath(rev), ec)) return {};
+    return " (the ref file " + rc.RefPath(rev) + " is corrupt: it does not hold a 40-hex commit)";
+  }
+  Status RefMiss(const RepoCache& rc, const std::string& rev, const std::string& what) const {
+    Status s = OfflineMiss(rc, rev, what);
+    std::string why = RefProblem(rc, rev);
+    return why.empty() ? s : Status(s.code(), s.message() + why, s.reason(), s.context());
+  }
+
+  // The commit whose snapshot folder the cache holds for `rev`.
+  static std::optional<std::string> CachedSnapshot(const RepoCache& rc, const std::string& rev) {
+    if (rc.cache_dir().empty()) return std::nullopt;
+    auto c = rc.LocalCommit(rev);
+    std::error_code ec;
+    if (!c || !fs::is_directory(rc.SnapshotDir(*c), ec)) return std::nullopt;
+    return c;
+  }
+
+  static std::string UnreachableWarning(const RepoCache& rc, const std::string& rev, const std::string& commit,
+                                        const Status& why) {
+    return rc.repo_id() + ": the Hub could not be reached (" + why.message() + "); using the cached snapshot " +
+           commit + " of revision '" + rev + "'";
+  }
+
+  // ResolveCommit. When the cache can answer (`can_answer(commit)` for the
+  // cached commit of `rev`; null: its snapshot folder exists) the request is
+  // sent once, and a failure huggingface_hub falls back on returns the cached
+  // commit with *why set to that failure (the caller warns once).
+  Result<std::string> Resolve(const RepoCache& rc, const std::string& rev,
+                              const std::function<bool(const std::string&)>& can_answer, Status* why) const {
+    if (IsCommitHash(rev)) return rev;
+    ErrorContext ctx = Ctx(rc.repo_id(), rev, "");
+    if (opt.config.offline) {
+      HUBLOAD_RETURN_IF_ERROR(NeedCache(ctx));
+      if (auto c = rc.ReadRef(rev)) return *c;
+      return RefMiss(rc, rev, "ref");
+    }
+    std::optional<std::string> cached = CachedSnapshot(rc, rev);
+    if (cached && can_answer && !can_answer(*cached)) cached.reset();
+    std::string url = ApiUrl(rc.repo_type(), rc.repo_id(), "/revision/" + EncodeRevision(rev));
+    auto j = GetJson(url, ctx, nullptr, cached ? 0 : -1);
+    Result<std::string> sha = Status(Code::kInternal, "unset");
+    if (j.ok()) {
+      sha = hub_internal::ParseRevisionSha(*j, RedactUrl(url));
+      if (!sha.ok()) sha = sha.status().Annotate(ctx);
+      else if (!IsCommitHash(*sha))
+        sha = Status(Code::kInvalidFormat,
+                     "revision info of " + rc.repo_id() + "@" + rev + " has no 40-hex 'sha'", "BadRevisionInfo", ctx);
+    } else {
+      sha = j.status();
+    }
+    if (!sha.ok() && cached && hub_internal::FallbackAllowed(sha.status().code())) {
+      *why = sha.status();
+      return *cached;
+    }
+    return sha;
+  }
+
+  // The listing of `commit` kept in the cache: trees/<commit>.json, else the snapshot folder.
+  Result<RepoListing> ListCached(const RepoCache& rc, const std::string& commit) const {
     RepoListing out;
-    out.commit = *commit;
-    if (auto tree = cache_internal::ReadTreeCache(rc, *commit)) {
+    out.commit = commit;
+    if (auto tree = cache_internal::ReadTreeCache(rc, commit)) {
       out.files = hub_internal::FromTreeEntries(*tree);
       return out;
     }
-    HUBLOAD_ASSIGN_OR_RETURN(auto entries, cache_internal::ListSnapshotFolder(rc, *commit));
+    HUBLOAD_ASSIGN_OR_RETURN(auto entries, cache_internal::ListSnapshotFolder(rc, commit));
     out.files = hub_internal::FromTreeEntries(entries);
     return out;
+  }
+
+  // Listing from the cache only (offline).
+  Result<RepoListing> ListLocal(const RepoCache& rc, const std::string& rev) const {
+    auto commit = CachedSnapshot(rc, rev);
+    if (!commit) return RefMiss(rc, rev, "snapshot");
+    return ListCached(rc, *commit);
   }
 };
 
@@ -96,6 +169,7 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
       return hub_internal::PrepareLocalDir(im, req.repo_type, req.repo_id, req.revision, req.filename, req.local_dir,
                                            req.force_download);
     });
+  HUBLOAD_RETURN_IF_ERROR(im.NeedCache(ctx));
   RepoCache rc(im.opt.config.cache_dir, req.repo_id, req.repo_type);
   if (im.opt.config.offline) {
     auto commit = rc.LocalCommit(req.revision);
@@ -112,7 +186,11 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
   if (IsCommitHash(req.revision) && !req.force_download)
     if (auto p = rc.CachedPointer(req.revision, req.filename)) return *p;  // zero requests
   std::string commit404;
-  auto m = hub_internal::Head(im, req.repo_type, req.repo_id, req.revision, req.filename, &commit404);
+  // With a cached copy to fall back on, the metadata request is not retried.
+  std::optional<std::string> cached;
+  if (auto c = rc.LocalCommit(req.revision)) cached = rc.CachedPointer(*c, req.filename);
+  auto m = hub_internal::Head(im, req.repo_type, req.repo_id, req.revision, req.filename, &commit404,
+                              cached && !req.force_download ? 0 : -1);
   if (!m.ok()) {
     Code c = m.status().code();
     if (c == Code::kEntryNotFound && IsCommitHash(commit404)) {
@@ -150,7 +228,7 @@ Result<std::string> HubClient::ReadRange(const FileRequest& req, uint64_t offset
   std::optional<std::string> commit;
   if (IsCommitHash(req.revision)) commit = req.revision;
   else if (im.opt.config.offline) commit = rc.LocalCommit(req.revision);
-  if (commit) {
+  if (commit && im.has_cache()) {
     if (auto p = rc.CachedPointer(*commit, req.filename)) {
       std::ifstream in(*p, std::ios::binary);
       if (!in) return Status(Code::kIOError, "cannot open cached " + *p, "IOError", ctx);
@@ -209,21 +287,11 @@ Result<std::string> HubClient::ResolveCommit(const std::string& repo_id, const s
   ErrorContext ctx = im.Ctx(repo_id, revision, "");
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(repo_id), ctx));
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(revision), ctx));
-  if (IsCommitHash(revision)) return revision;
   RepoCache rc(im.opt.config.cache_dir, repo_id, repo_type);
-  if (im.opt.config.offline) {
-    if (auto c = rc.ReadRef(revision)) return *c;
-    return im.OfflineMiss(rc, revision, "ref");
-  }
-  std::string url = im.ApiUrl(repo_type, repo_id, "/revision/" + EncodeRevision(revision));
-  HUBLOAD_ASSIGN_OR_RETURN(nlohmann::json j, im.GetJson(url, ctx));
-  util::JsonIn doc(j, RedactUrl(url));
-  auto sha = doc.String("sha");
-  if (!sha.ok()) return sha.status().Annotate(ctx);
-  if (!IsCommitHash(*sha))
-    return Status(Code::kInvalidFormat, "revision info of " + repo_id + "@" + revision + " has no 40-hex 'sha'",
-                  "BadRevisionInfo", ctx);
-  return *sha;
+  Status why;
+  auto c = im.Resolve(rc, revision, nullptr, &why);
+  if (!why.ok()) spdlog::warn("{}", Impl::UnreachableWarning(rc, revision, *c, why));
+  return c;
 }
 
 Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::string& revision,
@@ -233,14 +301,39 @@ Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(repo_id), ctx));
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(revision), ctx));
   RepoCache rc(im.opt.config.cache_dir, repo_id, repo_type);
-  if (im.opt.config.offline) return im.ListLocal(rc, revision);
-  HUBLOAD_ASSIGN_OR_RETURN(std::string commit, ResolveCommit(repo_id, revision, repo_type));
-  HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing, hub_internal::ListTree(im, repo_type, repo_id, commit));
-  // As snapshot_download: the revision's ref is recorded once it is resolved
-  // (only when it changes, so a read-only cache hit writes nothing).
-  if (revision != commit && rc.ReadRef(revision) != commit)
-    HUBLOAD_RETURN_IF_ERROR(WithCtx(rc.WriteRef(revision, commit), ctx));
-  return listing;
+  if (im.opt.config.offline) {
+    HUBLOAD_RETURN_IF_ERROR(im.NeedCache(ctx));
+    return im.ListLocal(rc, revision);
+  }
+  auto can_list = [&](const std::string& commit) {
+    if (!im.has_cache()) return false;
+    std::error_code ec;
+    return fs::exists(cache_internal::TreeCachePath(rc, commit), ec) || fs::is_directory(rc.SnapshotDir(commit), ec);
+  };
+  auto from_cache = [&](const std::string& commit, const std::string& warning) -> Result<RepoListing> {
+    HUBLOAD_ASSIGN_OR_RETURN(RepoListing l, im.ListCached(rc, commit));
+    spdlog::warn("{}", warning);
+    l.warnings.push_back(warning);
+    return l;
+  };
+  Status why;
+  HUBLOAD_ASSIGN_OR_RETURN(std::string commit, im.Resolve(rc, revision, can_list, &why));
+  if (!why.ok()) return from_cache(commit, Impl::UnreachableWarning(rc, revision, commit, why));
+  bool cached = can_list(commit);
+  auto l = hub_internal::ListTree(im, repo_type, repo_id, commit, cached ? 0 : -1);
+  if (!l.ok()) {
+    if (cached && hub_internal::FallbackAllowed(l.status().code()))
+      return from_cache(commit, Impl::UnreachableWarning(rc, revision, commit, l.status()));
+    return l.status();
+  }
+  if (im.has_cache()) {
+    (void)cache_internal::WriteTreeCache(rc, commit, hub_internal::ToTreeEntries(l->files));
+    // As snapshot_download: the revision's ref is recorded once it is resolved
+    // (only when it changes, so a read-only cache hit writes nothing).
+    if (revision != commit && rc.ReadRef(revision) != commit)
+      HUBLOAD_RETURN_IF_ERROR(WithCtx(rc.WriteRef(revision, commit), ctx));
+  }
+  return l;
 }
 
 Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& revision, RepoType repo_type,
@@ -250,6 +343,7 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(repo_id), ctx));
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(revision), ctx));
   for (auto& p : paths) HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoPath(p), ctx));
+  HUBLOAD_RETURN_IF_ERROR(im.NeedCache(ctx));
   RepoCache rc(im.opt.config.cache_dir, repo_id, repo_type);
   auto local_commit = rc.LocalCommit(revision);
   auto all_cached = [&](const std::string& commit) {
@@ -264,7 +358,7 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
     }
   };
   if (im.opt.config.offline) {
-    if (!local_commit) return im.OfflineMiss(rc, revision, "ref");
+    if (!local_commit) return im.RefMiss(rc, revision, "ref");
     auto missing = all_cached(*local_commit);
     if (!missing.empty()) {
       std::string list;
@@ -279,14 +373,13 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
   if (IsCommitHash(revision)) {
     commit = revision;
   } else {
-    auto c = ResolveCommit(repo_id, revision, repo_type);
-    if (!c.ok()) {
-      if (hub_internal::FallbackAllowed(c.status().code()) && local_commit && all_cached(*local_commit).empty()) {
-        spdlog::warn("{}: {}; using the cached snapshot {}", repo_id, c.status().message(), *local_commit);
-        serve_cached(*local_commit);
-        return Status::Ok();
-      }
-      return c.status();
+    Status why;
+    auto c = im.Resolve(rc, revision, [&](const std::string& cc) { return all_cached(cc).empty(); }, &why);
+    if (!c.ok()) return c.status();
+    if (!why.ok()) {
+      spdlog::warn("{}", Impl::UnreachableWarning(rc, revision, *c, why));
+      serve_cached(*c);
+      return Status::Ok();
     }
     commit = *c;
     resolved = true;
@@ -313,6 +406,7 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
   ErrorContext ctx = im.Ctx(req.repo_id, req.revision, "");
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(req.repo_id), ctx));
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(req.revision), ctx));
+  if (req.local_dir.empty()) HUBLOAD_RETURN_IF_ERROR(im.NeedCache(ctx));
   RepoCache rc(im.opt.config.cache_dir, req.repo_id, req.repo_type);
   int workers = req.max_workers > 0 ? req.max_workers : im.opt.max_workers;
   auto select = [&](const RepoListing& l) {
@@ -325,45 +419,58 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
       }
     return std::make_pair(paths, sizes);
   };
-  auto offline_snapshot = [&](const Status* why) -> Result<std::string> {
-    if (!req.local_dir.empty()) {
-      if (fs::is_directory(req.local_dir)) return req.local_dir;
-      return Status(Code::kOfflineMiss, "local folder " + req.local_dir + " does not exist (offline)", "OfflineMiss",
-                    ctx);
-    }
-    auto commit = rc.LocalCommit(req.revision);
-    if (!commit || !fs::is_directory(rc.SnapshotDir(*commit))) {
-      if (why) return *why;
-      return im.OfflineMiss(rc, req.revision, "snapshot");
-    }
-    if (auto tree = cache_internal::ReadTreeCache(rc, *commit)) {
+  // The cached snapshot at `commit`, complete per trees/<commit>.json when
+  // that file exists; `why`: the failure that sent us here (null: offline).
+  auto from_cache = [&](const std::string& commit, const Status* why) -> Result<std::string> {
+    if (auto tree = cache_internal::ReadTreeCache(rc, commit)) {
       RepoListing l;
-      l.commit = *commit;
+      l.commit = commit;
       l.files = hub_internal::FromTreeEntries(*tree);
       auto [paths, sizes] = select(l);
       std::string missing;
       for (auto& p : paths)
-        if (!rc.CachedPointer(*commit, p)) missing += (missing.empty() ? "" : ", ") + p;
+        if (!rc.CachedPointer(commit, p)) missing += (missing.empty() ? "" : ", ") + p;
       if (!missing.empty())
         return Status(why ? why->code() : Code::kOfflineMiss,
-                      "incomplete snapshot of " + req.repo_id + " at " + *commit + " in " + rc.cache_dir() +
+                      "incomplete snapshot of " + req.repo_id + " at " + commit + " in " + rc.cache_dir() +
                           ": missing " + missing + (why ? " (" + why->message() + ")" : " (offline mode)"),
                       "IncompleteSnapshot", ctx);
       for (auto& p : paths)
-        if (req.callbacks.on_file_done) req.callbacks.on_file_done(p, *rc.CachedPointer(*commit, p));
+        if (req.callbacks.on_file_done) req.callbacks.on_file_done(p, *rc.CachedPointer(commit, p));
     }
-    if (why) spdlog::warn("{}: {}; using the cached snapshot {}", req.repo_id, why->message(), *commit);
-    return rc.SnapshotDir(*commit);
+    if (why) spdlog::warn("{}", Impl::UnreachableWarning(rc, req.revision, commit, *why));
+    return rc.SnapshotDir(commit);
+  };
+  auto offline_snapshot = [&](const Status* why) -> Result<std::string> {
+    if (!req.local_dir.empty()) {
+      if (fs::is_directory(req.local_dir)) {
+        if (why) spdlog::warn("{}: {}; using the local folder {}", req.repo_id, why->message(), req.local_dir);
+        return req.local_dir;
+      }
+      if (why) return *why;
+      return Status(Code::kOfflineMiss, "local folder " + req.local_dir + " does not exist (offline)", "OfflineMiss",
+                    ctx);
+    }
+    auto commit = Impl::CachedSnapshot(rc, req.revision);
+    if (!commit) {
+      if (why) return *why;
+      return im.RefMiss(rc, req.revision, "snapshot");
+    }
+    return from_cache(*commit, why);
   };
   if (im.opt.config.offline) return offline_snapshot(nullptr);
-  auto commit_r = ResolveCommit(req.repo_id, req.revision, req.repo_type);
+  Status why;
+  auto never = [](const std::string&) { return false; };  // local_dir: the cache is not the answer
+  auto commit_r = req.local_dir.empty() ? im.Resolve(rc, req.revision, nullptr, &why)
+                                        : im.Resolve(rc, req.revision, never, &why);
   if (!commit_r.ok()) {
     if (hub_internal::FallbackAllowed(commit_r.status().code())) {
-      Status why = commit_r.status();
-      return offline_snapshot(&why);
+      Status failed = commit_r.status();
+      return offline_snapshot(&failed);
     }
     return commit_r.status();
   }
+  if (!why.ok()) return from_cache(*commit_r, &why);
   std::string commit = *commit_r;
   auto list_and_cache = [&](const std::string& c) -> Result<RepoListing> {
     HUBLOAD_ASSIGN_OR_RETURN(RepoListing l, hub_internal::ListTree(im, req.repo_type, req.repo_id, c));
@@ -375,7 +482,18 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
     listing.commit = commit;
     listing.files = hub_internal::FromTreeEntries(*tree);
   } else {
-    HUBLOAD_ASSIGN_OR_RETURN(listing, list_and_cache(commit));
+    auto l = list_and_cache(commit);
+    if (!l.ok()) {
+      // The Hub went away between the two calls: a cached snapshot still answers.
+      std::error_code ec;
+      if (req.local_dir.empty() && hub_internal::FallbackAllowed(l.status().code()) &&
+          fs::is_directory(rc.SnapshotDir(commit), ec)) {
+        Status failed = l.status();
+        return from_cache(commit, &failed);
+      }
+      return l.status();
+    }
+    listing = std::move(*l);
   }
   auto [paths, sizes] = select(listing);
   auto out = im.Run(rc, commit, paths, req.callbacks, workers, req.local_dir, sizes);
@@ -398,6 +516,19 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
   std::error_code ec;
   fs::create_directories(rc.SnapshotDir(commit), ec);
   return rc.SnapshotDir(commit);
+}
+
+Result<std::string> HubClient::CreateRepo(const std::string& repo_id, RepoType repo_type, bool private_repo) const {
+  return hub_internal::upload::CreateRepo(*impl_, repo_id, repo_type, private_repo);
+}
+
+Result<CommitInfo> HubClient::UploadFolder(const UploadFolderRequest& request) const {
+  return hub_internal::upload::UploadFolder(*impl_, request);
+}
+
+Result<CommitInfo> HubClient::CreateCommit(const UploadFolderRequest& request, const std::vector<CommitAdd>& additions,
+                                           const std::vector<std::string>& deletions) const {
+  return hub_internal::upload::CreateCommit(*impl_, request, additions, deletions);
 }
 
 }  // namespace hubload

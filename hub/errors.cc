@@ -1,7 +1,6 @@
 // HTTP error answers → Status, as huggingface_hub utils/_http.py hf_raise_for_status.
-#include <nlohmann/json.hpp>
-
 #include "hubload/hub.h"
+#include "util/json.h"
 
 namespace hubload {
 namespace {
@@ -9,17 +8,31 @@ namespace {
 std::string BodyMessage(const HttpHeaders& h, const std::string& body) {
   if (auto m = h.Get("X-Error-Message"); m && !m->empty()) return *m;
   if (body.empty() || body.size() > 65536) return {};
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return {};
+  auto j = util::ParseJson(body, "error answer");
+  if (!j.ok()) return {};
+  util::JsonIn in(*j, "error answer");
+  if (!in.IsObject()) return {};
+  auto first_string = [](const util::JsonIn& v) -> std::string {
+    if (v.IsString()) return v.AsString().value();
+    if (v.IsArray()) {
+      auto el = v.Elements();
+      if (el.ok() && !el->empty() && (*el)[0].IsString()) return (*el)[0].AsString().value();
+    }
+    return {};
+  };
   for (const char* k : {"error", "message", "error_description"}) {
-    if (j.contains(k)) {
-      if (j[k].is_string()) return j[k].get<std::string>();
-      if (j[k].is_array() && !j[k].empty() && j[k][0].is_string()) return j[k][0].get<std::string>();
+    auto v = in.Find(k);
+    if (!v.ok() || !*v) continue;
+    if (std::string m = first_string(**v); !m.empty()) return m;
+  }
+  auto errors = in.OptArray("errors");
+  if (errors.ok() && *errors) {
+    auto el = (*errors)->Elements();
+    if (el.ok() && !el->empty() && (*el)[0].IsObject()) {
+      auto m = (*el)[0].OptString("message");
+      if (m.ok() && *m) return **m;
     }
   }
-  if (j.contains("errors") && j["errors"].is_array() && !j["errors"].empty() && j["errors"][0].is_object() &&
-      j["errors"][0].contains("message") && j["errors"][0]["message"].is_string())
-    return j["errors"][0]["message"].get<std::string>();
   return {};
 }
 

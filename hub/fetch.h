@@ -15,8 +15,10 @@
 #include <mutex>
 #include <string>
 
+#include "cache/blob_store.h"
 #include "hub/file_metadata.h"
 #include "hub/session.h"
+#include "util/progress.h"
 
 namespace hubload::hub_internal {
 
@@ -33,23 +35,20 @@ struct Cancel {
 };
 
 /// Aggregate progress (bytes done / total), reported at most every 100 ms
-/// plus forced calls.
+/// (util::RateLimiter) plus forced calls; calls are serialised.
 struct Progress {
   const DownloadCallbacks* cb = nullptr;
   std::atomic<uint64_t> done{0}, total{0};
   std::mutex mu;
-  std::chrono::steady_clock::time_point last{};
+  util::RateLimiter rate;
   void Add(int64_t n) {
     if (n >= 0) done += static_cast<uint64_t>(n);
     else done -= static_cast<uint64_t>(-n);
     Report(false);
   }
   void Report(bool force) {
-    if (!cb || !cb->on_progress) return;
+    if (!cb || !cb->on_progress || !rate.Due(force)) return;
     std::lock_guard<std::mutex> l(mu);
-    auto now = std::chrono::steady_clock::now();
-    if (!force && now - last < std::chrono::milliseconds(100)) return;
-    last = now;
     cb->on_progress(done.load(), total.load());
   }
 };
@@ -93,7 +92,9 @@ struct FetchTarget {
   std::string dir;             // folder checked for free space
   std::string url;             // the bytes (CDN location or /resolve/)
   FileMeta meta;
-  bool lfs = false;            // verify sha256 == etag
+  /// What the bytes are verified against: size, and sha256 (LFS) or git blob
+  /// sha1 (regular files) by the etag (cache/blob_store.h).
+  cache_internal::BlobId id;
 };
 
 /// What a fetch reports to (all may be null).
@@ -105,10 +106,6 @@ struct FileIo {
   std::atomic<uint64_t>* wire_bytes = nullptr;  // body bytes received (scheduler throughput)
   std::function<void(int status)> on_retry;     // HttpRequest::on_retry
 };
-
-/// B37 preflight: kDiskFull "InsufficientSpace" when `dir`'s file system has
-/// fewer than `need` free bytes (OK when the check is off or unknown).
-Status CheckFreeSpace(const Session& s, const std::string& dir, int64_t need, const ErrorContext& ctx);
 
 /// True when the file goes in parallel ranges (ClientOptions range_*): the
 /// size is known and large enough and no single-stream partial waits.

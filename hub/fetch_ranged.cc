@@ -10,12 +10,9 @@
 namespace hubload::hub_internal {
 
 Result<std::unique_ptr<RangedBlobWriter>> OpenRanged(const Session& s, const FetchTarget& t, bool resume) {
-  RangedBlobWriter::Options o;
-  o.size = static_cast<uint64_t>(t.meta.size);
-  o.chunk_bytes = std::max<uint64_t>(s.opt.range_chunk_bytes, 1ull << 20);
-  o.expected_sha256 = t.lfs ? t.meta.etag : std::string();
-  o.resume = resume;
-  return RangedBlobWriter::OpenPaths(t.ranged_partial, t.final_path, t.label, o);
+  const uint64_t chunk = std::max<uint64_t>(s.opt.range_chunk_bytes, 1ull << 20);
+  return RangedBlobWriter::OpenPaths(t.ranged_partial, t.final_path, t.label,
+                                     cache_internal::RangedOptions(t.id, chunk, resume));
 }
 
 namespace {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -66,22 +65,6 @@ void BytesAnnouncer::Update(int writer_fd, const std::string& partial_path, uint
   last_ = contiguous;
   any_ = true;
   cb_->on_file_bytes(fb);
-}
-
-Status CheckFreeSpace(const Session& s, const std::string& dir, int64_t need, const ErrorContext& ctx) {
-  if (!s.opt.check_free_space || need <= 0) return Status::Ok();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  struct statvfs sv;
-  if (::statvfs(dir.c_str(), &sv) != 0) return Status::Ok();
-  uint64_t avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
-  if (avail < static_cast<uint64_t>(need)) {
-    return Status(Code::kDiskFull,
-                  "not enough free space in " + dir + " for '" + ctx.file + "': needs " + std::to_string(need) +
-                      " bytes, " + std::to_string(avail) + " available",
-                  std::string(reason::kInsufficientSpace), ctx);
-  }
-  return Status::Ok();
 }
 
 bool UseRanges(const Session& s, const FetchTarget& t) {
@@ -156,11 +139,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
   ErrorContext ctx = ctx0;
   ctx.url = RedactUrl(t.url);
   auto open = [&](bool resume) {
-    BlobWriter::Options o;
-    o.expected_size = m.size;
-    o.expected_sha256 = t.lfs ? m.etag : std::string();
-    o.resume = resume;
-    return BlobWriter::OpenPaths(t.single_partial, t.final_path, t.label, o);
+    return BlobWriter::OpenPaths(t.single_partial, t.final_path, t.label, cache_internal::StreamOptions(t.id, resume));
   };
   // Verifies and renames; the last announcement (contiguous == size) comes first.
   auto commit = [&](BlobWriter& w) -> Result<std::string> {

@@ -1,36 +1,10 @@
 // Tree API listing with pagination (hub/listing.h).
 #include "hub/listing.h"
 
+#include "hub/answers.h"
 #include "hub/http_parse.h"
-#include "util/json.h"
 
 namespace hubload::hub_internal {
-
-namespace {
-
-// One entry of a tree page; `keep` is false for folders.
-Status ParseEntry(const util::JsonIn& e, RepoFile* f, bool* keep) {
-  HUBLOAD_RETURN_IF_ERROR(e.ExpectObject());
-  Result<std::string> type = e.StringOr("type", "");
-  if (!type.ok()) return type.status();
-  *keep = type.value() == "file";
-  if (!*keep) return Status::Ok();
-  HUBLOAD_ASSIGN_OR_RETURN(f->path, e.String("path"));
-  HUBLOAD_ASSIGN_OR_RETURN(auto size, e.OptUint("size"));
-  f->size = size.value_or(0);
-  HUBLOAD_ASSIGN_OR_RETURN(f->blob_id, e.StringOr("oid", ""));
-  HUBLOAD_ASSIGN_OR_RETURN(auto lfs, e.OptObject("lfs"));
-  if (lfs) {
-    HUBLOAD_ASSIGN_OR_RETURN(auto oid, lfs->OptString("oid"));
-    HUBLOAD_ASSIGN_OR_RETURN(auto sha, lfs->OptString("sha256"));
-    f->lfs_sha256 = oid ? *oid : sha.value_or("");
-    HUBLOAD_ASSIGN_OR_RETURN(auto lsize, lfs->OptUint("size"));
-    if (lsize) f->size = *lsize;
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Result<RepoListing> ListTree(const Session& s, RepoType t, const std::string& repo, const std::string& commit,
                              int max_retries) {
@@ -41,14 +15,9 @@ Result<RepoListing> ListTree(const Session& s, RepoType t, const std::string& re
   for (int page = 0; page < 100000 && !url.empty(); ++page) {
     HttpHeaders h;
     HUBLOAD_ASSIGN_OR_RETURN(nlohmann::json j, s.GetJson(url, ctx, &h, max_retries));
-    util::JsonIn doc(j, RedactUrl(url));
-    auto elements = doc.Elements();
-    if (!elements.ok()) return elements.status().Annotate(ctx);
-    for (const util::JsonIn& e : *elements) {
-      RepoFile f;
-      bool keep = false;
-      HUBLOAD_RETURN_IF_ERROR(ParseEntry(e, &f, &keep).Annotate(ctx));
-      if (!keep) continue;
+    auto entries = ParseTreePage(j, RedactUrl(url));
+    if (!entries.ok()) return entries.status().Annotate(ctx);
+    for (RepoFile& f : *entries) {
       HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoPath(f.path), ctx));
       out.files.push_back(std::move(f));
     }

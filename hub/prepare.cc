@@ -14,8 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-FileLockOptions LockOptions(const Session& s) { return s.opt.lock; }
-
 PreparedFile Cached(std::string local, int64_t size) {
   PreparedFile p;
   p.local_path = std::move(local);
@@ -30,21 +28,15 @@ PreparedFile Cached(std::string local, int64_t size) {
 
 Result<PreparedFile> PrepareBlob(const Session& s, const RepoCache& rc, const FileMeta& m, const std::string& path,
                                  const std::string& rev_for_url, bool force) {
-  const bool use_symlinks = s.opt.use_symlinks;
+  const cache_internal::BlobStore store(rc, s.opt.lock, s.opt.use_symlinks);
+  const cache_internal::BlobId id{m.etag, m.size};
   if (!force) {
-    if (auto p = rc.CachedPointer(m.commit, path)) {
-      std::error_code ec;
-      auto target = fs::read_symlink(*p, ec);
-      if (ec || target.filename().string() == m.etag) return Cached(*p, m.size);
-    }
-    if (rc.HasBlob(m.etag, m.size)) {
-      HUBLOAD_ASSIGN_OR_RETURN(std::string local, rc.LinkSnapshot(m.commit, path, m.etag, use_symlinks));
-      return Cached(local, m.size);
-    }
+    HUBLOAD_ASSIGN_OR_RETURN(auto local, store.Cached(m.commit, path, id));
+    if (local) return Cached(*local, m.size);
   }
-  HUBLOAD_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(rc.LockPath(m.etag), s.opt.lock_timeout_s, LockOptions(s)));
-  if (!force && rc.HasBlob(m.etag, m.size)) {  // another process finished it meanwhile
-    HUBLOAD_ASSIGN_OR_RETURN(std::string local, rc.LinkSnapshot(m.commit, path, m.etag, use_symlinks));
+  HUBLOAD_ASSIGN_OR_RETURN(FileLock lock, store.Lock(m.etag, s.opt.lock_timeout_s));
+  if (!force && store.Has(id)) {  // another process finished it meanwhile
+    HUBLOAD_ASSIGN_OR_RETURN(std::string local, store.Link(m.commit, path, m.etag, /*new_blob=*/false));
     return Cached(local, m.size);
   }
   PreparedFile p;
@@ -58,12 +50,12 @@ Result<PreparedFile> PrepareBlob(const Session& s, const RepoCache& rc, const Fi
   t.dir = rc.repo_dir() + "/blobs";
   t.url = m.location.empty() ? s.ResolveUrlFor(rc.repo_type(), rc.repo_id(), rev_for_url, path) : m.location;
   t.meta = m;
-  t.lfs = m.etag.size() == 64 && IsHubEtag(m.etag);
+  t.id = id;
   p.target = std::move(t);
   p.lock.emplace(std::move(lock));
   // A blob this call downloaded may be moved into the snapshot when symlinks fail (B14).
-  p.finish = [rc, commit = m.commit, path, etag = m.etag, use_symlinks]() {
-    return rc.LinkSnapshot(commit, path, etag, use_symlinks, /*new_blob=*/true);
+  p.finish = [store, commit = m.commit, path, etag = m.etag]() {
+    return store.Link(commit, path, etag, /*new_blob=*/true);
   };
   return p;
 }
@@ -88,7 +80,8 @@ Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::st
     return Status(Code::kOfflineMiss, "'" + path + "' is not in the local folder " + dir + " (offline mode)",
                   std::string(reason::kOfflineMiss), ctx);
   }
-  auto head = Head(s, t, repo, rev, path, nullptr);
+  // With the file there to fall back on, the metadata request is not retried.
+  auto head = Head(s, t, repo, rev, path, nullptr, fs::exists(target, ec) && !force ? 0 : -1);
   if (!head.ok()) {
     if (FallbackAllowed(head.status().code()) && fs::exists(target, ec)) {
       spdlog::warn("using {} from the local folder: {}", path, head.status().message());
@@ -104,7 +97,7 @@ Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::st
   }
   HUBLOAD_ASSIGN_OR_RETURN(
       FileLock lock,
-      FileLock::Acquire(cache_internal::LocalDirMetaPath(dir, path) + ".lock", s.opt.lock_timeout_s, LockOptions(s)));
+      FileLock::Acquire(cache_internal::LocalDirMetaPath(dir, path) + ".lock", s.opt.lock_timeout_s, s.opt.lock));
   PreparedFile p;
   if (m.size >= 0) p.size = static_cast<uint64_t>(m.size);
   FetchTarget ft;
@@ -116,7 +109,7 @@ Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::st
   ft.dir = fs::path(ft.single_partial).parent_path().string();
   ft.url = m.location.empty() ? s.ResolveUrlFor(t, repo, rev, path) : m.location;
   ft.meta = m;
-  ft.lfs = m.etag.size() == 64 && IsHubEtag(m.etag);
+  ft.id = cache_internal::BlobId{m.etag, m.size};
   p.target = std::move(ft);
   p.lock.emplace(std::move(lock));
   p.finish = [dir, path, target, commit = m.commit, etag = m.etag]() -> Result<std::string> {

@@ -2,16 +2,16 @@
 #include "hub/scheduler.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <thread>
 
+#include "cache/free_space.h"
 #include "hub/connections.h"
 #include "hubload/reasons.h"
+#include "util/worker_pool.h"
 
 namespace hubload::hub_internal {
 namespace {
@@ -65,12 +65,13 @@ class Scheduler {
     ScheduleOutcome out;
     const size_t n = jobs_.size();
     if (n > 0) {
-      size_t preps = std::min(n, static_cast<size_t>(std::max(2, max_conn_)));
-      std::vector<std::thread> threads;
-      for (size_t i = 0; i < preps; ++i) threads.emplace_back([this] { PrepLoop(); });
-      for (int i = 1; i < max_conn_; ++i) threads.emplace_back([this] { ConnLoop(); });
-      ConnLoop();
-      for (auto& t : threads) t.join();
+      // Preparation loops and connection loops, all on one bounded pool.
+      const size_t preps = std::min(n, static_cast<size_t>(std::max(2, max_conn_)));
+      const size_t loops = preps + static_cast<size_t>(max_conn_);
+      util::ParallelFor(loops, static_cast<int>(loops), nullptr, [&](size_t i) {
+        if (i < preps) PrepLoop();
+        else ConnLoop();
+      });
     }
     progress_.Report(true);
     out.status = first_err_;
@@ -134,13 +135,10 @@ class Scheduler {
     if (!p.target) return Fail(i, Status(Code::kInternal, "prepared file has nothing to fetch", "", j.work.ctx));
     FetchTarget& t = *p.target;
     // B37 preflight: the bytes still missing must fit.
-    struct stat st;
-    int64_t have = 0;
-    if (::stat(t.single_partial.c_str(), &st) == 0) have = st.st_size;
-    if (::stat(t.ranged_partial.c_str(), &st) == 0)  // sparse: count allocated bytes
-      have = std::max<int64_t>(have, std::min<int64_t>(static_cast<int64_t>(st.st_blocks) * 512, t.meta.size));
-    Status fs = CheckFreeSpace(s_, t.dir, t.meta.size - have, j.work.ctx);
-    if (!fs.ok()) return Fail(i, fs);
+    if (s_.opt.check_free_space) {
+      Status fs = cache_internal::CheckFreeSpace(t.dir, t.meta.size, t.single_partial, t.ranged_partial, j.work.ctx);
+      if (!fs.ok()) return Fail(i, fs);
+    }
     j.bytes = std::make_unique<BytesAnnouncer>(&cb_, j.work.path);
     if (UseRanges(s_, t)) {
       auto w = OpenRanged(s_, t, /*resume=*/true);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -257,7 +258,16 @@ class CurlTransport : public HttpTransport {
       else if (rc == CURLE_COULDNT_CONNECT) reason = "ConnectFailed";
       else if (rc == CURLE_COULDNT_RESOLVE_HOST) reason = "DnsFailed";
       else if (rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) reason = "ConnectionLost";
-      Status s(Code::kNetwork, std::string(curl_easy_strerror(rc)) + " (" + req.method + " " + url + ")", reason);
+      std::string what = curl_easy_strerror(rc);
+      if (rc == CURLE_OPERATION_TIMEDOUT) {
+        // Name the limit that was hit (HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT in the CLI).
+        double limit = t->started ? (req.stall_timeout_s > 0 ? req.stall_timeout_s : opt_.low_speed_time_s)
+                                  : (req.timeout_s > 0 ? req.timeout_s : opt_.connect_timeout_s);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " after %g s", limit);
+        what += buf;
+      }
+      Status s(Code::kNetwork, what + " (" + req.method + " " + url + ")", reason);
       s.mutable_context().url = url;
       s.mutable_context().http_status = t->resp.status;
       return s;

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "hub/http_parse.h"
 #include "hubload/transport.h"
 
 namespace hubload {
@@ -28,12 +29,10 @@ class TrackingSink : public BodySink {
   bool delivered_ = false;
 };
 
-std::optional<double> RetryAfterSeconds(const HttpHeaders& h) {
+std::optional<double> RetryAfterOf(const HttpHeaders& h) {
   auto v = h.Get("Retry-After");
-  if (!v || v->empty()) return std::nullopt;
-  for (char c : *v)
-    if (c < '0' || c > '9') return std::nullopt;  // HTTP-date: use the computed backoff
-  return std::strtod(v->c_str(), nullptr);
+  if (!v) return std::nullopt;
+  return hub_internal::RetryAfterSeconds(*v);  // HTTP-date: nullopt, the computed backoff applies
 }
 
 class RetryingTransport : public HttpTransport {
@@ -54,7 +53,7 @@ class RetryingTransport : public HttpTransport {
       if (r.ok()) {
         retryable = IsRetryableHttpStatus(r->status);
         if (retryable && p_.honour_retry_after && (r->status == 429 || r->status == 503))
-          retry_after = RetryAfterSeconds(r->headers);
+          retry_after = RetryAfterOf(r->headers);
       } else {
         retryable = r.status().code() == Code::kNetwork;
       }

@@ -72,9 +72,9 @@ Status ValidateRevision(std::string_view revision);
 enum class LockMode {
   /// flock(LOCK_EX) on the lock file; when the file system refuses flock
   /// (ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL: some NFS mounts, FUSE, SMB) falls
-  /// back to kLease with one warning per process. The environment variable
-  /// HUBLOAD_LOCK_MODE=lease turns kAuto into kLease and
-  /// HUBLOAD_LOCK_MODE=flock into kFlock (read at every Acquire).
+  /// back to kLease with one warning per process. The library reads no
+  /// environment: the CLI maps HUBLOAD_LOCK_MODE=auto|flock|lease to this
+  /// (ClientOptions::lock, PruneIncompleteDownloads' options).
   kAuto,
   /// flock only: a file system without flock is an error (kIOError).
   kFlock,
@@ -222,8 +222,12 @@ class BlobWriter {
     /// blobs (the etag is the sha256).
     std::string expected_sha256;
     /// Keep bytes already in the partial (resume). When false the partial is
-    /// truncated. A partial longer than expected_size is always discarded.
+    /// started anew (a new file). A partial longer than expected_size is always discarded.
     bool resume = true;
+    /// Expected git blob sha1 (40 hex); empty = not checked. Set it for
+    /// regular (non-LFS) files, whose etag is their git blob id; checked by
+    /// Commit() reading the partial back (regular files are small).
+    std::string expected_git_sha1;
   };
   /// Opens (creates) the partial for `etag` in `repo`.
   /// Errors: kIOError, kDiskFull.
@@ -256,8 +260,10 @@ class BlobWriter {
   /// Bytes [0, flushed_bytes()) are written to the partial (visible through
   /// fd()) and never rewritten in this file.
   uint64_t flushed_bytes() const;
-  /// Verifies and renames to blobs/<etag>. Errors: kCorruptDownload (size or
-  /// sha256 mismatch; the partial is deleted), kIOError/kDiskFull.
+  /// Verifies (size, sha256, git blob sha1 as set in Options) and renames to
+  /// blobs/<etag>. Errors: kCorruptDownload reason "SizeMismatch" (too short:
+  /// the partial is kept) or "HashMismatch" (the partial is deleted),
+  /// kIOError/kDiskFull.
   /// Returns the final blob path.
   Result<std::string> Commit();
   /// Removes the partial (e.g. when it can never be resumed).
@@ -298,8 +304,11 @@ class RangedBlobWriter {
     /// Expected lowercase hex sha256; empty = not checked.
     std::string expected_sha256;
     /// Keep the chunks of a partial left by an earlier run with the same size
-    /// and chunk size; otherwise the partial is truncated.
+    /// and chunk size; otherwise the partial is started anew (a new file).
     bool resume = true;
+    /// Expected git blob sha1 (40 hex; regular Hub files); empty = not
+    /// checked. Commit() reads the blob back for it.
+    std::string expected_git_sha1;
   };
   /// Opens (creates) RangedIncompletePath(etag) of `repo`; the final name is
   /// BlobPath(etag). Errors: kInvalidArgument (size 0, chunk < 1 MiB),
@@ -351,7 +360,7 @@ class RangedBlobWriter {
   std::string partial_path_, blob_path_;
 };
 
-/// Lowercase hex sha256 of a whole file (OpenSSL EVP). kIOError if unreadable.
+/// Lowercase hex sha256 of a whole file (util::Sha256File). IoError's if unreadable.
 Result<std::string> Sha256File(const std::string& path);
 
 // ---- scan and delete (huggingface_hub scan_cache_dir / delete_revisions) ----
@@ -404,8 +413,8 @@ struct PruneReport {
 /// and blobs/<etag>.ranges.incomplete of every repo in `cache_dir` whose
 /// mtime is at least `min_age_s` seconds old and whose lock
 /// (.locks/<repo folder>/<etag>.lock, see FileLock) no live process holds.
-/// The lock is taken without waiting (FileLock::Acquire with timeout 0, so
-/// HUBLOAD_LOCK_MODE applies) and held while the partial is removed, so a
+/// The lock is taken without waiting (FileLock::Acquire with timeout 0 and
+/// `lock`) and held while the partial is removed, so a
 /// download starting at the same time either waits or finds no partial.
 /// A held lock, or a lease younger than its stale limit, keeps the partial.
 /// huggingface_hub has no such call (its scan reports nothing about
@@ -413,7 +422,8 @@ struct PruneReport {
 /// not exist, kInvalidArgument for a negative min_age_s, kIOError when a
 /// folder cannot be read or a partial cannot be removed.
 /// Thread safety: safe to run concurrently with downloads and other prunes.
-Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, double min_age_s);
+Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, double min_age_s,
+                                             const FileLockOptions& lock = {});
 
 struct DeleteReport {
   std::vector<std::string> deleted_snapshots;  // commits
@@ -429,7 +439,8 @@ struct DeleteReport {
 /// snapshot and no ref remain, the repo folder and its .locks folder go too.
 /// Not synchronised with a concurrent download of the same repo. kNotFound
 /// when the repo or revision is not cached; kIOError when removal fails.
+/// `lock`: how the partials' locks are probed (see PruneIncompleteDownloads).
 Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_view repo_id, RepoType type,
-                                     std::string_view revision = {});
+                                     std::string_view revision = {}, const FileLockOptions& lock = {});
 
 }  // namespace hubload

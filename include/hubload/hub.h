@@ -34,12 +34,16 @@
 #include "hubload/config.h"
 #include "hubload/status.h"
 #include "hubload/transport.h"
+#include "hubload/upload.h"
 
 namespace hubload {
 
 struct ClientOptions {
-  /// endpoint, token, cache_dir, offline. An empty cache_dir means
-  /// HubConfig::FromEnvironment().cache_dir.
+  /// endpoint, token, cache_dir, offline. The library reads no environment:
+  /// pass HubConfig::FromEnvironment() for huggingface_hub's defaults (the CLI
+  /// does). An empty cache_dir is allowed for calls that need no cache
+  /// (uploads, ListFiles/ResolveCommit without fallback, ReadRange, local_dir
+  /// downloads); the others answer kInvalidArgument reason "NoCacheDir".
   HubConfig config;
   /// Most connections downloading at once (DownloadFiles, Snapshot, and the
   /// ranges of one Download); huggingface_hub snapshot_download max_workers
@@ -96,6 +100,16 @@ struct ClientOptions {
   /// Refuse a download when the cache file system has less free space than
   /// the file's size (B37 preflight).
   bool check_free_space = true;
+  /// Uploads (UploadFolder, CreateCommit): files hashed at once (one thread
+  /// reading 1 MiB blocks each), LFS PUTs in flight (parts of one or several
+  /// objects, >= 1), files per preupload request and objects per LFS batch
+  /// request (huggingface_hub UPLOAD_BATCH_MAX_NUM_FILES = 256), and the
+  /// limit of each JSON API request of an upload in seconds (PUTs of file
+  /// bytes have only the transport's connect/stall limits).
+  int upload_hash_workers = 4;
+  int upload_workers = 8;
+  int upload_batch_size = 256;
+  double upload_api_timeout_s = 300;
 };
 
 /// One file of a repo at a commit (tree API entry).
@@ -112,7 +126,8 @@ struct RepoListing {
   std::string commit;            // 40-hex commit the listing is at
   std::vector<RepoFile> files;   // every file at all depths, tree order
   /// Set when the listing came from the cache because the Hub could not be
-  /// reached (one line naming the commit), for callers' reports.
+  /// reached (one line naming the commit and why), for callers' reports;
+  /// also logged once.
   std::vector<std::string> warnings;
 };
 
@@ -212,7 +227,10 @@ class HubClient {
   /// (or <local_dir>/<filename>). Writes refs/<revision> for non-commit
   /// revisions and .no_exist markers on EntryNotFound. Falls back to the
   /// cached copy on network errors/5xx/401/403 (never on RevisionNotFound or
-  /// EntryNotFound), as huggingface_hub does.
+  /// EntryNotFound), as huggingface_hub does, with one warning naming the
+  /// commit; when such a cached copy exists the metadata request is sent
+  /// once (no retry rounds), so a refused connection falls back at once and a
+  /// silent server after ClientOptions::etag_timeout_s.
   Result<std::string> Download(const FileRequest& req) const;
 
   /// Reads bytes [offset, offset + length) of `req.filename` at `req.revision`
@@ -229,15 +247,26 @@ class HubClient {
 
   /// Commit id `revision` currently points to (GET /api/{type}s/{repo}/revision/{rev});
   /// a 40-hex revision is returned as is without a request. Offline: the
-  /// cached ref, else kOfflineMiss.
+  /// cached ref, else kOfflineMiss (naming a ref file that is corrupt).
+  ///
+  /// Unreachable Hub (this and ListFiles, DownloadFiles, Snapshot, as
+  /// huggingface_hub snapshot_download): when refs/<revision> names a commit
+  /// whose snapshot the cache holds (with the files the call needs), the
+  /// metadata request is sent without retries and, if it fails with a
+  /// connection error, a timeout (etag_timeout_s), 5xx, 401/403, 429,
+  /// RepoNotFound/Gated or a malformed answer, the cached commit is used with
+  /// one warning naming it. RevisionNotFound/EntryNotFound are never masked.
+  /// Without such a snapshot the error is returned as before (after retries).
   Result<std::string> ResolveCommit(const std::string& repo_id, const std::string& revision,
                                     RepoType repo_type = RepoType::kModel) const;
 
   /// Every file at `revision` via the recursive tree API, following
   /// `Link: rel="next"` pagination. Entries are validated with
   /// ValidateRepoPath (unsafe names → kInvalidArgument "UnsafePath", before
-  /// anything is written). Offline: served from the snapshot folder (sizes
-  /// from the blobs; blob_id/lfs_sha256 from the blob names).
+  /// anything is written); the listing is kept in trees/<commit>.json.
+  /// Offline, or when the Hub cannot be reached (see ResolveCommit; then
+  /// RepoListing::warnings says so): trees/<commit>.json, else the snapshot
+  /// folder (sizes from the blobs; blob_id/lfs_sha256 from the blob names).
   Result<RepoListing> ListFiles(const std::string& repo_id, const std::string& revision,
                                 RepoType repo_type = RepoType::kModel) const;
 
@@ -263,6 +292,29 @@ class HubClient {
   /// Offline: the cached snapshot when every selected file is present, else
   /// kOfflineMiss reason "IncompleteSnapshot" listing what is missing.
   Result<std::string> Snapshot(const SnapshotRequest& req) const;
+
+  // ---- uploads (hubload/upload.h for the protocol and the errors) ----
+
+  /// huggingface_hub `create_repo(repo_id, private=..., exist_ok=True)`.
+  /// Returns the repo URL ("<endpoint>/<prefix><repo_id>"); an existing repo
+  /// is not an error. Sent once. Errors: kInvalidArgument (bad repo_id),
+  /// kUnauthorized, kPermissionDenied, kNetwork, ...
+  Result<std::string> CreateRepo(const std::string& repo_id, RepoType repo_type = RepoType::kModel,
+                                 bool private_repo = false) const;
+
+  /// huggingface_hub `upload_folder`: see hubload/upload.h for the protocol,
+  /// UploadFolderRequest for the arguments and CommitInfo for the result. An
+  /// empty selection with no deletion fails with kInvalidArgument (nothing
+  /// to commit), naming the folder and the patterns. Needs no cache folder.
+  Result<CommitInfo> UploadFolder(const UploadFolderRequest& request) const;
+
+  /// huggingface_hub `create_commit` with add (from local files) and delete
+  /// operations: the steps of UploadFolder without the folder walk and the
+  /// tree listing (`request.folder`, patterns and create_repo are unused).
+  /// `deletions` are exact paths in repo. Paths are checked with
+  /// ValidateRepoPath; a path both added and deleted is an error.
+  Result<CommitInfo> CreateCommit(const UploadFolderRequest& request, const std::vector<CommitAdd>& additions,
+                                  const std::vector<std::string>& deletions) const;
 
  private:
   struct Impl;

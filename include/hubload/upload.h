@@ -1,6 +1,8 @@
-// hubload/upload.h: pushing a local folder to the Hub in one commit, with the
-// Hub's upload protocol as huggingface_hub `upload_folder` / `create_commit`
-// speak it with Xet disabled (shared/docs/hub-protocol.md §5):
+// hubload/upload.h: the request and result types of uploads. The calls are
+// HubClient methods (hubload/hub.h: CreateRepo, UploadFolder, CreateCommit,
+// one Hub session with the downloads, as huggingface_hub's HfApi); they speak
+// the Hub's upload protocol as huggingface_hub `upload_folder` /
+// `create_commit` do with Xet disabled (shared/docs/hub-protocol.md §5):
 //
 //   1. (optional) POST /api/repos/create                      (409 = exists: fine)
 //   2. every selected file is read ONCE: size, sha256 (OpenSSL EVP) and the
@@ -27,8 +29,8 @@
 // otherwise create two commits, as huggingface_hub does not retry it either).
 //
 // Errors (status.h codes): kInvalidArgument (bad repo_id, folder missing,
-// unsafe path in repo, bad pattern or option), kIOError (a local file
-// unreadable or changed size while read), kRepoNotFound / kUnauthorized /
+// unsafe path in repo, bad pattern or option), kIOError / kNotFound (a local
+// file unreadable, gone, or changed size while read), kRepoNotFound / kUnauthorized /
 // kPermissionDenied / kRevisionNotFound (server answers, mapped as
 // huggingface_hub hf_raise_for_status), kConflict (stale parent_commit:
 // HTTP 409/412), kServerError / kNetwork (after retries), kInvalidFormat (a
@@ -36,8 +38,15 @@
 // without ETag), kCancelled (callback asked to stop). Tokens never appear in
 // any message, context or log line; URLs in errors are redacted (no query).
 //
-// Thread safety: every function may be called from several threads at once;
-// each call uses its own worker threads and joins them before returning.
+// Tuning (ClientOptions): upload_hash_workers files hashed at once,
+// upload_workers LFS PUTs in flight, upload_batch_size files per preupload /
+// objects per LFS batch request (huggingface_hub UPLOAD_BATCH_MAX_NUM_FILES =
+// 256), upload_api_timeout_s per JSON API request. The repo-create and commit
+// requests are sent once (never retried); the others through the client's
+// retry policy.
+//
+// Thread safety: every call may be made from several threads at once; each
+// call uses its own worker threads and joins them before returning.
 // Callbacks are called from worker threads, one at a time (serialised).
 #pragma once
 
@@ -49,36 +58,9 @@
 #include <vector>
 
 #include "hubload/cache.h"
-#include "hubload/config.h"
 #include "hubload/status.h"
-#include "hubload/transport.h"
 
 namespace hubload {
-
-/// How to reach the Hub for uploads.
-struct UploadOptions {
-  /// endpoint and token (write access). Only these two fields are used.
-  HubConfig config;
-  /// Transport for every request. Null = libcurl (transport_options) wrapped
-  /// in MakeRetryingTransport(retry) for preupload, LFS batch, part PUTs,
-  /// completion and verify; the repo-create and commit requests then use the
-  /// plain libcurl transport (no retry, see the header comment). A caller's
-  /// transport is used as given for all requests.
-  std::shared_ptr<HttpTransport> transport;
-  TransportOptions transport_options;
-  RetryPolicy retry;
-  /// Files hashed at once (each by one thread reading 1 MiB blocks).
-  int hash_workers = 4;
-  /// LFS PUTs in flight at once (parts of one or several objects), ≥ 1.
-  int upload_workers = 8;
-  /// Files per preupload request and objects per LFS batch request
-  /// (huggingface_hub UPLOAD_BATCH_MAX_NUM_FILES = 256).
-  int batch_size = 256;
-  /// Timeout of each JSON API request (create, preupload, batch, completion,
-  /// verify, commit), seconds. PUTs of file bytes have only the transport's
-  /// connect/stall limits.
-  double api_timeout_s = 300;
-};
 
 /// Where an upload is, for progress displays.
 enum class UploadPhase {
@@ -167,30 +149,11 @@ struct CommitInfo {
   uint64_t lfs_objects_uploaded = 0;   // LFS objects sent (not already stored)
 };
 
-/// huggingface_hub `create_repo(repo_id, private=..., exist_ok=True)`.
-/// Returns the repo URL ("<endpoint>/<prefix><repo_id>"); an existing repo is
-/// not an error. Errors: kInvalidArgument (bad repo_id), kUnauthorized, ...
-Result<std::string> CreateRepo(const UploadOptions& options, const std::string& repo_id, RepoType repo_type,
-                               bool private_repo);
-
-/// huggingface_hub `upload_folder`: see the header comment for the protocol,
-/// UploadFolderRequest for the arguments and CommitInfo for the result.
-/// An empty selection with no deletion fails with kInvalidArgument (nothing
-/// to commit), naming the folder and the patterns.
-Result<CommitInfo> UploadFolder(const UploadOptions& options, const UploadFolderRequest& request);
-
-/// One operation of a commit built by hand (used by UploadFolder).
+/// One file added by a commit built by hand (HubClient::CreateCommit).
 struct CommitAdd {
   std::string path_in_repo;
   std::string local_path;  // file read for hashing and upload
 };
-
-/// huggingface_hub `create_commit` with add (from local files) and delete
-/// operations: the same steps as UploadFolder without the folder walk and the
-/// tree listing. `deletions` are exact paths in repo. Paths are checked with
-/// ValidateRepoPath; a path both added and deleted is an error.
-Result<CommitInfo> CreateCommit(const UploadOptions& options, const UploadFolderRequest& request,
-                                const std::vector<CommitAdd>& additions, const std::vector<std::string>& deletions);
 
 /// Git blob id of a byte string: sha1("blob <size>\0" + content), 40 hex —
 /// the `oid` the Hub reports for regular (non-LFS) files.

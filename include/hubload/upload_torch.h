@@ -1,5 +1,5 @@
 // hubload/upload_torch.h: push a LibTorch state dict to the Hub as a sharded
-// safetensors checkpoint (SaveSharded, then UploadFolder in one commit).
+// safetensors checkpoint (SaveSharded, then HubClient::UploadFolder in one commit).
 //
 // This is the only upload header that needs LibTorch; it lives in
 // hubload_pipeline (link hubload::hubload_pipeline).
@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "hubload/hub.h"
 #include "hubload/torch_loader.h"
 #include "hubload/upload.h"
 
@@ -45,7 +46,7 @@ struct PushStateDictRequest {
 /// Shards whose bytes the Hub already holds are not re-sent.
 /// Errors: those of SaveSharded (kInvalidArgument, kUnsupported, kDiskFull,
 /// kIOError) and UploadFolder (see upload.h); on any error no commit is made.
-Result<CommitInfo> PushStateDict(const UploadOptions& options, const StateDict& state_dict,
+Result<CommitInfo> PushStateDict(const HubClient& client, const StateDict& state_dict,
                                  const PushStateDictRequest& request);
 
 /// The fnmatch delete patterns PushStateDict uses for a weights name and

@@ -1,7 +1,6 @@
 // Cluster prefetch and multi-rank loading on c10d (TCPStore + ProcessGroupGloo).
 // The only TU of hubload_distributed that includes LibTorch (~40 s to build).
 // Protocol and failure model: include/hubload/distributed.h.
-#include <openssl/evp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include <set>
 #include <thread>
 
+#include "cache/blob_store.h"
 #include "hubload/distributed.h"
 #include "hubload/torch_loader.h"
 #include "loader/distributed/plan.h"
@@ -47,10 +47,6 @@ std::string Fmt1(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
-}
-
-bool IsSha256Hex(const std::string& s) {
-  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
 // Objects that must never be destroyed: a process group whose collective
@@ -520,7 +516,8 @@ class Transfer {
  public:
   Transfer(Job& job, const HubClient& client, const PrefetchRequest& req, const Plan& plan, PrefetchReport* report)
       : job_(job), client_(client), req_(req), plan_(plan), report_(report),
-        cache_(client.options().config.cache_dir, req.repo_id, req.repo_type) {}
+        cache_(client.options().config.cache_dir, req.repo_id, req.repo_type),
+        store_(cache_, client.options().lock, client.options().use_symlinks) {}
 
   ~Transfer() {
     cancel_ = true;
@@ -536,7 +533,7 @@ class Transfer {
       bool have = cache_.HasBlob(f.etag, static_cast<int64_t>(f.size));
       if (have) {
         if (!cache_.CachedPointer(plan_.commit, f.path)) {
-          auto l = cache_.LinkSnapshot(plan_.commit, f.path, f.etag, client_.options().use_symlinks);
+          auto l = store_.Link(plan_.commit, f.path, f.etag, /*new_blob=*/false);
           if (!l.ok()) return job_.Fail(l.status().WithPrefix("rank " + std::to_string(job_.env().rank)));
         }
         HUBLOAD_RETURN_IF_ERROR(MarkNodeDone(i));
@@ -558,7 +555,7 @@ class Transfer {
       HUBLOAD_RETURN_IF_ERROR(BroadcastFile(i));
     }
     if (!IsCommitHash(req_.revision)) {
-      Status st = cache_.WriteRef(req_.revision, plan_.commit);
+      Status st = store_.WriteRef(req_.revision, plan_.commit);
       if (!st.ok()) return job_.Fail(st.WithPrefix("rank " + std::to_string(job_.env().rank)));
     }
     return job_.Set("nodecomplete/" + std::to_string(job_.node()), "1");
@@ -669,29 +666,21 @@ class Transfer {
       job_.SetActivity("waiting for " + Rank(f.owner) + " to fetch " + f.path);
       HUBLOAD_RETURN_IF_ERROR(job_.WaitKeys({ready_key}, Rank(f.owner) + " to fetch " + f.path, -1));
     }
-    const bool have = cache_.HasBlob(f.etag, static_cast<int64_t>(f.size));
-    // Receiving side: the blob's lock, the partial, then verify and rename.
+    // Receiving side: the cache's one write protocol (cache/blob_store.h):
+    // the blob's lock, a new partial, verification by name (sha256 for LFS,
+    // git blob sha1 for regular files) and the rename.
+    const cache_internal::BlobId id{f.etag, static_cast<int64_t>(f.size)};
+    const bool have = store_.Has(id);
     std::optional<FileLock> lock;
     std::unique_ptr<BlobWriter> writer;
-    std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> sha1(nullptr, EVP_MD_CTX_free);
     if (!root && !have) {
-      auto lk = FileLock::Acquire(cache_.LockPath(f.etag), job_.opt().timeout_s);
+      auto lk = store_.Lock(f.etag, job_.opt().timeout_s);
       if (!lk.ok()) return job_.Fail(lk.status().WithPrefix(myrank + " receiving " + f.path));
       lock.emplace(std::move(lk).value());
-      if (!cache_.HasBlob(f.etag, static_cast<int64_t>(f.size))) {  // another process may have written it meanwhile
-        BlobWriter::Options wo;
-        wo.expected_size = static_cast<int64_t>(f.size);
-        if (IsSha256Hex(f.etag)) wo.expected_sha256 = f.etag;
-        wo.resume = false;
-        auto w = BlobWriter::Open(cache_, f.etag, wo);
+      if (!store_.Has(id)) {  // another process may have written it meanwhile
+        auto w = store_.OpenStream(id, /*resume=*/false);
         if (!w.ok()) return job_.Fail(w.status().WithPrefix(myrank + " receiving " + f.path));
         writer = std::move(w).value();
-        if (!IsSha256Hex(f.etag)) {  // regular file: the etag is the git blob sha1
-          sha1.reset(EVP_MD_CTX_new());
-          EVP_DigestInit_ex(sha1.get(), EVP_sha1(), nullptr);
-          std::string hdr = "blob " + std::to_string(f.size);
-          EVP_DigestUpdate(sha1.get(), hdr.data(), hdr.size() + 1);  // with the NUL
-        }
       }
     }
     int src_fd = -1;
@@ -752,28 +741,10 @@ class Transfer {
           writer->Discard();
           return job_.Fail(as.WithPrefix(myrank + " receiving " + f.path));
         }
-        if (sha1) EVP_DigestUpdate(sha1.get(), buf, n);
       }
     }
+    bool writer_committed = false;
     if (writer) {
-      if (sha1) {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(sha1.get(), md, &len);
-        static const char* hex = "0123456789abcdef";
-        std::string got;
-        for (unsigned int k = 0; k < len; ++k) {
-          got += hex[md[k] >> 4];
-          got += hex[md[k] & 15];
-        }
-        if (got != f.etag) {
-          writer->Discard();
-          return job_.Fail(Status(Code::kCorruptDownload,
-                                  myrank + " received " + f.path + " from " + Rank(f.owner) + " but its git blob sha1 is " +
-                                      got + ", expected " + f.etag,
-                                  "ChecksumMismatch", ErrorContext{req_.repo_id, plan_.commit, f.path, "", "", 0, "", ""}));
-        }
-      }
       auto committed = writer->Commit();
       if (!committed.ok()) {
         Status st = committed.status().WithPrefix(myrank + " received " + f.path + " from " + Rank(f.owner));
@@ -782,11 +753,12 @@ class Transfer {
       }
       report_->files[i].received_here = true;
       report_->bytes_received += f.size;
+      writer_committed = true;
     }
     writer.reset();
     lock.reset();
     if (!root && !cache_.CachedPointer(plan_.commit, f.path)) {
-      auto l = cache_.LinkSnapshot(plan_.commit, f.path, f.etag, client_.options().use_symlinks);
+      auto l = store_.Link(plan_.commit, f.path, f.etag, /*new_blob=*/writer_committed);
       if (!l.ok()) return job_.Fail(l.status().WithPrefix(myrank));
     }
     return MarkNodeDone(i);
@@ -798,6 +770,7 @@ class Transfer {
   const Plan& plan_;
   PrefetchReport* report_;
   RepoCache cache_;
+  cache_internal::BlobStore store_;
   at::Tensor buffer_;
   std::thread downloader_;
   std::atomic<bool> cancel_{false};

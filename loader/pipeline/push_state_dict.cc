@@ -55,7 +55,7 @@ std::vector<std::string> StaleCheckpointPatterns(const std::string& weights_name
           GlobEscape(IndexFilename(weights_name, variant))};
 }
 
-Result<CommitInfo> PushStateDict(const UploadOptions& options, const StateDict& state_dict,
+Result<CommitInfo> PushStateDict(const HubClient& client, const StateDict& state_dict,
                                  const PushStateDictRequest& request) {
   if (state_dict.empty())
     return Status(Code::kInvalidArgument, "push to " + request.repo_id + ": the state dict is empty", "EmptyStateDict");
@@ -86,7 +86,7 @@ Result<CommitInfo> PushStateDict(const UploadOptions& options, const StateDict& 
   up.private_repo = request.private_repo;
   up.delete_patterns = StaleCheckpointPatterns(request.save.weights_name, request.save.variant);
   up.callbacks = request.callbacks;
-  return UploadFolder(options, up);
+  return client.UploadFolder(up);
 }
 
 }  // namespace hubload

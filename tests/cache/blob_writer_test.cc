@@ -23,7 +23,7 @@ TEST(BlobWriter, CommitsOnlyWhenSizeAndSha256Match) {
   RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
   std::string data = Pattern(3 << 20, 1);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
-  auto w = BlobWriter::Open(rc, sha, {static_cast<int64_t>(data.size()), sha, true});
+  auto w = BlobWriter::Open(rc, sha, {static_cast<int64_t>(data.size()), sha, true, ""});
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE((*w)->Append(data.data(), 1000).ok());
   ASSERT_TRUE((*w)->Append(data.data() + 1000, data.size() - 1000).ok());
@@ -41,7 +41,7 @@ TEST(BlobWriter, ShortDownloadKeepsPartialAndNoBlob) {
   std::string data = Pattern(1048576, 2);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   {
-    auto w = BlobWriter::Open(rc, sha, {1048576, sha, true});
+    auto w = BlobWriter::Open(rc, sha, {1048576, sha, true, ""});
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE((*w)->Append(data.data(), 400000).ok());
     auto c = (*w)->Commit();
@@ -50,7 +50,7 @@ TEST(BlobWriter, ShortDownloadKeepsPartialAndNoBlob) {
   EXPECT_FALSE(fs::exists(rc.BlobPath(sha)));
   EXPECT_EQ(fs::file_size(rc.IncompletePath(sha)), 400000u);
   // Resume: the new writer continues at 400000 and its hash covers the prefix.
-  auto w = BlobWriter::Open(rc, sha, {1048576, sha, true});
+  auto w = BlobWriter::Open(rc, sha, {1048576, sha, true, ""});
   ASSERT_TRUE(w.ok());
   EXPECT_EQ((*w)->offset(), 400000u);
   ASSERT_TRUE((*w)->Append(data.data() + 400000, data.size() - 400000).ok());
@@ -65,7 +65,7 @@ TEST(BlobWriter, HashMismatchDiscardsPartial) {
   std::string data = Pattern(5000, 3);
   std::string wrong = Pattern(5000, 4);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
-  auto w = BlobWriter::Open(rc, sha, {5000, sha, true});
+  auto w = BlobWriter::Open(rc, sha, {5000, sha, true, ""});
   ASSERT_TRUE((*w)->Append(wrong.data(), wrong.size()).ok());
   auto c = (*w)->Commit();
   EXPECT_EQ(c.status().code(), hubload::Code::kCorruptDownload);
@@ -80,7 +80,7 @@ TEST(BlobWriter, OversizedPartialIsDiscarded) {
   RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
   fs::create_directories(tmp.path() / "models--o--m/blobs");
   hubload::testing::WriteFileBytes(rc.IncompletePath("e"), Pattern(6000, 5));
-  auto w = BlobWriter::Open(rc, "e", {5000, "", true});
+  auto w = BlobWriter::Open(rc, "e", {5000, "", true, ""});
   ASSERT_TRUE(w.ok());
   EXPECT_EQ((*w)->offset(), 0u);
   EXPECT_EQ(fs::file_size(rc.IncompletePath("e")), 0u);
@@ -89,7 +89,7 @@ TEST(BlobWriter, OversizedPartialIsDiscarded) {
 TEST(BlobWriter, TooManyBytesIsAnError) {
   hubload::testing::TempDir tmp;
   RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
-  auto w = BlobWriter::Open(rc, "e", {10, "", true});
+  auto w = BlobWriter::Open(rc, "e", {10, "", true, ""});
   std::string d(11, 'x');
   EXPECT_EQ((*w)->Append(d.data(), d.size()).code(), hubload::Code::kCorruptDownload);
 }
@@ -99,7 +99,7 @@ TEST(BlobWriter, RestartDropsEveryByte) {
   RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
   std::string v1(2048, '\xAA'), v2(2048, '\xBB');
   std::string sha = hubload::testing::Sha256Hex(v2.data(), v2.size());
-  auto w = BlobWriter::Open(rc, sha, {2048, sha, true});
+  auto w = BlobWriter::Open(rc, sha, {2048, sha, true, ""});
   ASSERT_TRUE((*w)->Append(v1.data(), 1024).ok());
   ASSERT_TRUE((*w)->Restart().ok());
   EXPECT_EQ((*w)->offset(), 0u);

@@ -1,5 +1,5 @@
 // FileLock lease mode (B09): stale leases are taken over, live ones are not,
-// the holder's heartbeat refreshes the lease, HUBLOAD_LOCK_MODE forces it.
+// the holder's heartbeat refreshes the lease, FileLockOptions choose the mode (the library reads no environment).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -184,24 +184,25 @@ TEST(FileLockLease, SequentialHoldersInLeaseMode) {
   EXPECT_FALSE(fs::exists(f.lease));
 }
 
-TEST(FileLockLease, EnvironmentForcesTheMode) {
+TEST(FileLockLease, OptionsChooseTheModeAndTheEnvironmentIsNotRead) {
+  // The library reads no environment (the CLI maps HUBLOAD_LOCK_MODE into
+  // FileLockOptions): with the variable set, kAuto stays a flock here.
   LeaseFixture f;
+  EnvGuard env("lease");
   {
-    EnvGuard env("lease");
-    auto l = FileLock::Acquire(f.lock, 1);
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
-    EXPECT_TRUE(l->is_lease());
-    EXPECT_TRUE(fs::exists(f.lease));
-  }
-  {
-    EnvGuard env("flock");
     auto l = FileLock::Acquire(f.lock, 1);
     ASSERT_TRUE(l.ok()) << l.status().ToString();
     EXPECT_FALSE(l->is_lease());
     EXPECT_FALSE(fs::exists(f.lease));
   }
-  // An explicit mode wins over the environment.
-  EnvGuard env("lease");
+  {
+    FileLockOptions o;
+    o.mode = LockMode::kLease;
+    auto l = FileLock::Acquire(f.lock, 1, o);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_TRUE(l->is_lease());
+    EXPECT_TRUE(fs::exists(f.lease));
+  }
   FileLockOptions o;
   o.mode = LockMode::kFlock;
   auto l = FileLock::Acquire(f.lock, 1, o);

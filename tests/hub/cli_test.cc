@@ -2,11 +2,14 @@
 // against the in-process server).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <cstdlib>
 #include <sstream>
 
+#include "endpoints.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
 
@@ -65,4 +68,59 @@ TEST(HubCli, DownloadPrintsLocalPathLastAndCacheScanDelete) {
   ASSERT_EQ(RunCommand(base + "cache scan", &out, &err), 0) << err;
   EXPECT_NE(out.find("org/m"), std::string::npos);
   EXPECT_EQ(RunCommand(base + "cache delete org/none", &out, &err), 1);
+}
+
+TEST(HubCli, EnvironmentTimeoutsAndLockModeAreReadAndBadValuesAreUsageErrors) {
+  auto hub = hubload::testing::StartTestHub();
+  ASSERT_TRUE(hub);
+  hubload::server::CreateRepoOptions lfs;
+  lfs.lfs_threshold_bytes = 1024;
+  std::string commit = hub->AddRepo("org/m", {{"config.json", "{\"a\":1}"}, {"w.bin", std::string(3 << 20, 'w')}}, lfs);
+  hubload::testing::TempDir cache;
+  const std::string tail = " --cache-dir " + cache.str() + " ";
+  std::string out, err;
+  // HUBLOAD_LOCK_MODE=lease: the blob lock is a lease file while the (slowed) download runs.
+  hub->faults().SetBandwidthBytesPerSec(2 << 20);
+  std::atomic<bool> finished{false};
+  int rc = -1;
+  std::thread cli([&] {
+    rc = RunCommand("HUBLOAD_LOCK_MODE=lease " + Bin() + " --endpoint " + hub->url() + tail + "download org/m w.bin",
+                    &out, &err);
+    finished = true;
+  });
+  bool saw_lease = false;
+  while (!finished && !saw_lease) {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(cache.path() / ".locks", ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+      if (it->path().extension() == ".lease") saw_lease = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  cli.join();
+  EXPECT_EQ(rc, 0) << err;
+  EXPECT_TRUE(saw_lease) << "HUBLOAD_LOCK_MODE=lease reaches the client's FileLockOptions";
+  hub->faults().SetBandwidthBytesPerSec(0);
+  ASSERT_EQ(RunCommand(Bin() + " --endpoint " + hub->url() + tail + "download org/m config.json", &out, &err), 0)
+      << err;
+  // HF_HUB_ETAG_TIMEOUT: a silent Hub is given up after that long, then the cached copy answers.
+  hubload::testing::SilentServer silent;
+  ASSERT_EQ(RunCommand("HF_HUB_ETAG_TIMEOUT=0.5 " + Bin() + " --endpoint " + silent.url() + tail +
+                           "download org/m config.json",
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(LastLine(out), (cache.path() / "models--org--m/snapshots" / commit / "config.json").string());
+  EXPECT_NE(err.find("after 0.5 s"), std::string::npos) << err;
+  EXPECT_NE(err.find(commit), std::string::npos) << "the warning names the commit: " << err;
+  // Values that are not what the variables take are usage errors (exit 2) naming the variable.
+  for (const char* bad : {"HF_HUB_ETAG_TIMEOUT=abc", "HF_HUB_ETAG_TIMEOUT=0", "HF_HUB_DOWNLOAD_TIMEOUT=-1",
+                          "HF_HUB_DOWNLOAD_TIMEOUT=10s", "HUBLOAD_LOCK_MODE=nfs"}) {
+    EXPECT_EQ(RunCommand(std::string(bad) + " " + Bin() + " --endpoint " + hub->url() + tail +
+                             "download org/m config.json",
+                         &out, &err),
+              2)
+        << bad;
+    std::string name = std::string(bad).substr(0, std::string(bad).find('='));
+    EXPECT_NE(err.find(name), std::string::npos) << err;
+  }
 }

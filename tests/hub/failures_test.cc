@@ -119,11 +119,12 @@ void SetAge(const std::string& p, double age_s) {
   ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0) << p;
 }
 
-// Sets HUBLOAD_LOCK_MODE for the scope (the client reads it at each lock).
-struct LockModeEnv {
-  explicit LockModeEnv(const char* v) { ::setenv("HUBLOAD_LOCK_MODE", v, 1); }
-  ~LockModeEnv() { ::unsetenv("HUBLOAD_LOCK_MODE"); }
-};
+// Client options with lease locks (ClientOptions::lock; the CLI maps HUBLOAD_LOCK_MODE=lease).
+hubload::ClientOptions LeaseOpts(const TestHub& hub, const std::string& cache) {
+  auto o = Opts(hub, cache);
+  o.lock.mode = hubload::LockMode::kLease;
+  return o;
+}
 
 bool HasSymlinkBelow(const fs::path& root, std::string* which) {
   std::error_code ec;
@@ -169,7 +170,7 @@ class Tmpfs {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// B09: lock leases (file systems without flock; HUBLOAD_LOCK_MODE=lease).
+// B09: lock leases (file systems without flock; LockMode::kLease).
 
 TEST(HubFailures, B09_StaleLeaseFromACrashedRunDoesNotBlockTheDownload) {
   TempDir logs;
@@ -185,8 +186,7 @@ TEST(HubFailures, B09_StaleLeaseFromACrashedRunDoesNotBlockTheDownload) {
   hubload::testing::WriteFileBytes(lock + ".lease", std::string("pid 999999 host crashed-node\n"));
   SetAge(lock, 3600);
   SetAge(lock + ".lease", 3600);
-  LockModeEnv env("lease");
-  auto o = Opts(*hub, cache.str());
+  auto o = LeaseOpts(*hub, cache.str());
   o.lock_timeout_s = 10;  // far below the 10 min stale limit: succeeding means the lease was taken over
   auto p = hubload::HubClient(o).Download(Req("org/m", "w.bin"));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -246,8 +246,7 @@ TEST(HubFailures, B09_ClientWaitsForALiveLeaseHolderAndUsesItsBlob) {
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);  // the lease exists before the client starts
   ::close(ready[0]);
-  LockModeEnv env("lease");
-  auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
+  auto p = hubload::HubClient(LeaseOpts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
@@ -271,8 +270,7 @@ TEST(HubFailures, B09_LiveLeaseTimeoutNamesTheLock) {
   std::string lock = cache.str() + "/.locks/models--org--m/" + sha + ".lock";
   fs::create_directories(fs::path(lock).parent_path());
   hubload::testing::WriteFileBytes(lock + ".lease", std::string("pid 4242 host busy-node\n"));  // fresh
-  LockModeEnv env("lease");
-  auto o = Opts(*hub, cache.str());
+  auto o = LeaseOpts(*hub, cache.str());
   o.lock_timeout_s = 0.5;
   auto p = hubload::HubClient(o).Download(Req("org/m", "w.bin"));
   ASSERT_FALSE(p.ok());

@@ -16,6 +16,7 @@
 
 #include "access_log.h"
 #include "hubload/hub.h"
+#include "hubload/reasons.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
 
@@ -373,4 +374,65 @@ TEST(FileBytes, RangedRestartAfterAHashMismatchUsesANewInode) {
   EXPECT_EQ(blob.st_ino, calls.back().ino);
   auto b = hubload::testing::ReadFileBytes(blobs + "/" + Sha(data));
   EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data));
+}
+
+namespace {
+
+// Flips one byte of every streamed body whose URL contains `needle` (a mirror
+// or proxy that corrupts bytes without changing the length).
+class Corrupting : public hubload::HttpTransport {
+ public:
+  Corrupting(std::shared_ptr<hubload::HttpTransport> inner, std::string needle)
+      : inner_(std::move(inner)), needle_(std::move(needle)) {}
+  hubload::Result<hubload::HttpResponse> Send(const hubload::HttpRequest& req, hubload::BodySink* sink) override {
+    if (!sink || req.url.find(needle_) == std::string::npos) return inner_->Send(req, sink);
+    struct Flip : hubload::BodySink {
+      hubload::BodySink* inner;
+      bool done = false;
+      bool OnResponseStart(const hubload::HttpResponse& h) override { return inner->OnResponseStart(h); }
+      bool OnData(const char* d, size_t n) override {
+        if (done || n == 0) return inner->OnData(d, n);
+        std::string copy(d, n);
+        copy[0] ^= 0x20;
+        done = true;
+        return inner->OnData(copy.data(), copy.size());
+      }
+    } flip;
+    flip.inner = sink;
+    return inner_->Send(req, &flip);
+  }
+
+ private:
+  std::shared_ptr<hubload::HttpTransport> inner_;
+  std::string needle_;
+};
+
+}  // namespace
+
+TEST(Verify, RegularFileWithWrongBytesIsRefusedByItsGitBlobSha1) {
+  // Regular (non-LFS) files are named by their git blob sha1: the downloaded
+  // bytes are checked against it before the rename, as LFS files are by sha256.
+  const std::string config = "{\"hidden_size\": 4096, \"layers\": 32}";
+  Repo r({{"config.json", config}});
+  ASSERT_TRUE(r.hub);
+  TempDir cache;
+  auto o = Opts(*r.hub, cache.str());
+  o.transport = std::make_shared<Corrupting>(hubload::MakeCurlTransport(), "/config.json");
+  o.max_resume_attempts = 1;
+  hubload::FileRequest fr;
+  fr.repo_id = "org/m";
+  fr.filename = "config.json";
+  auto bad = hubload::HubClient(o).Download(fr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kCorruptDownload) << bad.status().ToString();
+  EXPECT_TRUE(bad.status().Is(hubload::reason::kHashMismatch)) << bad.status().ToString();
+  const fs::path repo = cache.path() / "models--org--m";
+  EXPECT_FALSE(fs::exists(repo / "snapshots" / r.commit / "config.json"));
+  if (fs::exists(repo / "blobs"))
+    for (auto& e : fs::directory_iterator(repo / "blobs")) ADD_FAILURE() << "left in blobs/: " << e.path();
+  // The same file through an honest transport lands, under its git blob id.
+  auto good = hubload::HubClient(Opts(*r.hub, cache.str())).Download(fr);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  auto b = hubload::testing::ReadFileBytes(*good);
+  EXPECT_EQ(std::string(b.begin(), b.end()), config);
 }

@@ -66,7 +66,7 @@ TEST(PushJs, JsClientReadsWhatWasPushed) {
   req.repo_id = "org/js";
   req.create_repo = true;
   req.save.max_shard_size = uint64_t{1024};
-  auto p1 = PushStateDict(hub.options(), sd, req);
+  auto p1 = PushStateDict(hub.client(), sd, req);
   ASSERT_TRUE(p1.ok()) << p1.status().ToString();
 
   TempDir local;
@@ -95,7 +95,7 @@ TEST(PushJs, JsClientReadsWhatWasPushed) {
 
   // Fewer shards: JS sees exactly the new set at the new head.
   req.save.max_shard_size = uint64_t{2048};
-  auto p2 = PushStateDict(hub.options(), sd, req);
+  auto p2 = PushStateDict(hub.client(), sd, req);
   ASSERT_TRUE(p2.ok()) << p2.status().ToString();
   auto files2 = ReadWithJs(hub, "org/js", "main");
   std::set<std::string> got2;

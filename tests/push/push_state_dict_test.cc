@@ -85,11 +85,11 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
   ur.repo_id = repo;
   ur.folder = other.str();
   ur.create_repo = true;
-  auto base = UploadFolder(hub.options(), ur);
+  auto base = hub.client().UploadFolder(ur);
   ASSERT_TRUE(base.ok()) << base.status().ToString();
 
   // 1) 2 KiB shards: 3 shards + index.
-  auto p1 = PushStateDict(hub.options(), sd, Req(repo, 2048));
+  auto p1 = PushStateDict(hub.client(), sd, Req(repo, 2048));
   ASSERT_TRUE(p1.ok()) << p1.status().ToString();
   auto tree1 = hub.Tree(repo, p1->commit_oid);
   EXPECT_EQ(Names(tree1), (std::set<std::string>{".gitattributes", "README.md", "model.fp16.safetensors",
@@ -109,7 +109,7 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
 
   // 2) Bigger shards: [w0..w3] [w4 w5 bias]; the four -of-00004 shards go in the same commit.
   size_t snaps = hub.Snapshots(repo);
-  auto p2 = PushStateDict(hub.options(), sd, Req(repo, 4096));
+  auto p2 = PushStateDict(hub.client(), sd, Req(repo, 4096));
   ASSERT_TRUE(p2.ok()) << p2.status().ToString();
   EXPECT_EQ(hub.Snapshots(repo), snaps + 1) << "one commit";
   EXPECT_EQ(p2->deleted, (std::vector<std::string>{"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
@@ -122,7 +122,7 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
   ExpectLoadsBack(hub, repo, p2->commit_oid, "model.safetensors.index.json", sd);
 
   // 3) One file: the shards and the index are stale now.
-  auto p3 = PushStateDict(hub.options(), sd, Req(repo, 1ull << 30));
+  auto p3 = PushStateDict(hub.client(), sd, Req(repo, 1ull << 30));
   ASSERT_TRUE(p3.ok()) << p3.status().ToString();
   EXPECT_EQ(p3->deleted, (std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
                                                     "model.safetensors.index.json"}));
@@ -133,7 +133,7 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
 
   // 4) Same state dict again: nothing changed, no commit, no bytes.
   hub.recorder().Clear();
-  auto p4 = PushStateDict(hub.options(), sd, Req(repo, 1ull << 30));
+  auto p4 = PushStateDict(hub.client(), sd, Req(repo, 1ull << 30));
   ASSERT_TRUE(p4.ok()) << p4.status().ToString();
   EXPECT_FALSE(p4->committed);
   EXPECT_EQ(p4->commit_oid, p3->commit_oid);
@@ -145,16 +145,16 @@ TEST(PushStateDict, VariantPushLeavesOtherVariantsAlone) {
   ASSERT_TRUE(hub.ok());
   const std::string repo = "org/variants";
   StateDict sd = MakeStateDict();
-  auto plain = PushStateDict(hub.options(), sd, Req(repo, 2048));
+  auto plain = PushStateDict(hub.client(), sd, Req(repo, 2048));
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   auto r = Req(repo, 2048);
   r.save.variant = "fp16";
   r.path_in_repo = "";
-  auto v1 = PushStateDict(hub.options(), sd, r);
+  auto v1 = PushStateDict(hub.client(), sd, r);
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();
   EXPECT_TRUE(v1->deleted.empty());
   r.save.max_shard_size = uint64_t{1} << 30;
-  auto v2 = PushStateDict(hub.options(), sd, r);
+  auto v2 = PushStateDict(hub.client(), sd, r);
   ASSERT_TRUE(v2.ok()) << v2.status().ToString();
   EXPECT_EQ(v2->deleted, (std::vector<std::string>{"model.fp16-00001-of-00004.safetensors",
                                                     "model.fp16-00002-of-00004.safetensors",
@@ -176,14 +176,14 @@ TEST(PushStateDict, SubfolderAndWeightsName) {
   auto r = Req("org/pipe", 2048);
   r.path_in_repo = "unet";
   r.save.weights_name = "diffusion_pytorch_model";
-  auto a = PushStateDict(hub.options(), sd, r);
+  auto a = PushStateDict(hub.client(), sd, r);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   auto r2 = Req("org/pipe", 2048);
   r2.path_in_repo = "text_encoder";
-  auto b = PushStateDict(hub.options(), sd, r2);
+  auto b = PushStateDict(hub.client(), sd, r2);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   r.save.max_shard_size = uint64_t{1} << 30;
-  auto c = PushStateDict(hub.options(), sd, r);
+  auto c = PushStateDict(hub.client(), sd, r);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   auto tree = hub.Tree("org/pipe", c->commit_oid);
   EXPECT_EQ(Names(tree), (std::set<std::string>{".gitattributes", "unet/diffusion_pytorch_model.safetensors",
@@ -212,12 +212,12 @@ TEST(PushStateDict, FailureLeavesNoCommit) {
   PushServer hub(4096);
   ASSERT_TRUE(hub.ok());
   StateDict sd = MakeStateDict();
-  auto first = PushStateDict(hub.options(), sd, Req("org/fail", 2048));
+  auto first = PushStateDict(hub.client(), sd, Req("org/fail", 2048));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   StateDict sd2 = MakeStateDict();
   sd2[0].second = sd2[0].second.add(1);  // new bytes for shard 1
   hub.server().faults().SetStatusForNext("/_lfs/", 500, -1);
-  auto r = PushStateDict(hub.options(), sd2, Req("org/fail", 2048));
+  auto r = PushStateDict(hub.client(), sd2, Req("org/fail", 2048));
   hub.server().faults().Clear();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("model-00001-of-00004.safetensors"), std::string::npos) << r.status().message();

@@ -114,7 +114,9 @@ class PushServer {
 
   server::Server& server() { return *server_; }
   bool ok() const { return server_ != nullptr; }
-  UploadOptions& options() { return options_; }
+  ClientOptions& options() { return options_; }
+  /// A client of this server (the one Hub session of uploads and downloads).
+  HubClient client() const { return HubClient(options_); }
   RecordingTransport& recorder() { return *recorder_; }
   fs::path store() const { return store_.path(); }
   fs::path RepoDir(const std::string& repo_id) const {
@@ -164,7 +166,7 @@ class PushServer {
   testing::TempDir log_dir_;
   std::unique_ptr<server::Server> server_;
   std::shared_ptr<RecordingTransport> recorder_;
-  UploadOptions options_;
+  ClientOptions options_;
 };
 
 }  // namespace hubload::pushtest

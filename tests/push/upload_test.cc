@@ -60,7 +60,7 @@ TEST(PushUpload, FolderRoundTripsByteForByte) {
   ASSERT_TRUE(hub.ok());
   TempDir local;
   auto files = MakeFolder(local.path());
-  auto info = UploadFolder(hub.options(), Req("org/ckpt", local.path()));
+  auto info = hub.client().UploadFolder(Req("org/ckpt", local.path()));
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_TRUE(info->committed);
   EXPECT_EQ(info->commit_oid.size(), 40u);
@@ -122,7 +122,7 @@ TEST(PushUpload, MultipartWhenServerAsksAndNoPutLargerThanChunk) {
   std::string a = RandomBytes(kChunk + 1, 7), b = RandomBytes(4 * kChunk, 8);
   WriteFileBytes(local.path() / "a.safetensors", a);
   WriteFileBytes(local.path() / "b.safetensors", b);
-  auto info = UploadFolder(hub.options(), Req("org/big", local.path()));
+  auto info = hub.client().UploadFolder(Req("org/big", local.path()));
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   size_t puts = 0, a_parts = 0, b_parts = 0, completes = 0;
   for (auto& r : hub.recorder().log()) {
@@ -151,14 +151,14 @@ TEST(PushUpload, FileTheServerHoldsTransfersNoBytes) {
   ASSERT_TRUE(hub.ok());
   TempDir local;
   auto files = MakeFolder(local.path());
-  auto first = UploadFolder(hub.options(), Req("org/same", local.path()));
+  auto first = hub.client().UploadFolder(Req("org/same", local.path()));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
 
   // Same folder again: preupload reports the same oids, nothing is sent and
   // no commit is made.
   hub.recorder().Clear();
   hub.server().ResetStats();
-  auto again = UploadFolder(hub.options(), Req("org/same", local.path()));
+  auto again = hub.client().UploadFolder(Req("org/same", local.path()));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_FALSE(again->committed);
   EXPECT_EQ(again->commit_oid, first->commit_oid);
@@ -175,7 +175,7 @@ TEST(PushUpload, FileTheServerHoldsTransfersNoBytes) {
   WriteFileBytes(local2.path() / "copy.safetensors", shard);
   hub.recorder().Clear();
   auto req = Req("org/same", local2.path());
-  auto copy = UploadFolder(hub.options(), req);
+  auto copy = hub.client().UploadFolder(req);
   ASSERT_TRUE(copy.ok()) << copy.status().ToString();
   EXPECT_TRUE(copy->committed);
   EXPECT_EQ(hub.Puts(), 0u);
@@ -192,7 +192,7 @@ TEST(PushUpload, PartFailingOnceIsResentWithItsBytes) {
   std::string bytes = RandomBytes(3 * kChunk + 5, 21);
   WriteFileBytes(local.path() / "w.safetensors", bytes);
   hub.server().faults().SetStatusForNext("/part/2", 500, 1);
-  auto info = UploadFolder(hub.options(), Req("org/retry", local.path()));
+  auto info = hub.client().UploadFolder(Req("org/retry", local.path()));
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   // Part 2 went out twice, both times with the full part length.
   std::vector<uint64_t> part2;
@@ -210,7 +210,7 @@ TEST(PushUpload, ServerErrorInTheMiddleLeavesNoCommit) {
   ASSERT_TRUE(hub.ok());
   TempDir local;
   auto files = MakeFolder(local.path());
-  auto first = UploadFolder(hub.options(), Req("org/atomic", local.path()));
+  auto first = hub.client().UploadFolder(Req("org/atomic", local.path()));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   size_t snaps = hub.Snapshots("org/atomic");
   hub.recorder().Clear();
@@ -219,7 +219,7 @@ TEST(PushUpload, ServerErrorInTheMiddleLeavesNoCommit) {
   TempDir local2;
   auto files2 = MakeFolder(local2.path(), 99);
   hub.server().faults().SetStatusForNext("/part/3", 503, -1);
-  auto r = UploadFolder(hub.options(), Req("org/atomic", local2.path()));
+  auto r = hub.client().UploadFolder(Req("org/atomic", local2.path()));
   hub.server().faults().Clear();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kServerError) << r.status().ToString();
@@ -238,7 +238,7 @@ TEST(PushUpload, CreatePrMakesRefsPrN) {
   ASSERT_TRUE(hub.ok());
   TempDir local;
   auto files = MakeFolder(local.path());
-  auto first = UploadFolder(hub.options(), Req("org/pr", local.path()));
+  auto first = hub.client().UploadFolder(Req("org/pr", local.path()));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
 
   TempDir local2;
@@ -247,7 +247,7 @@ TEST(PushUpload, CreatePrMakesRefsPrN) {
     auto req = Req("org/pr", local2.path());
     req.create_pr = true;
     req.commit_message = "PR " + std::to_string(n);
-    auto pr = UploadFolder(hub.options(), req);
+    auto pr = hub.client().UploadFolder(req);
     ASSERT_TRUE(pr.ok()) << pr.status().ToString();
     EXPECT_EQ(pr->pr_num, n);
     EXPECT_EQ(pr->pr_url, hub.server().url() + "/org/pr/discussions/" + std::to_string(n));
@@ -266,15 +266,15 @@ TEST(PushUpload, StaleParentCommitIsRefused) {
   WriteFileBytes(a.path() / "x.txt", std::string("one"));
   WriteFileBytes(b.path() / "x.txt", std::string("two"));
   WriteFileBytes(c.path() / "x.txt", std::string("three"));
-  auto c1 = UploadFolder(hub.options(), Req("org/parent", a.path()));
+  auto c1 = hub.client().UploadFolder(Req("org/parent", a.path()));
   ASSERT_TRUE(c1.ok()) << c1.status().ToString();
   auto rb = Req("org/parent", b.path());
   rb.parent_commit = c1->commit_oid;  // current head: accepted
-  auto c2 = UploadFolder(hub.options(), rb);
+  auto c2 = hub.client().UploadFolder(rb);
   ASSERT_TRUE(c2.ok()) << c2.status().ToString();
   auto rc = Req("org/parent", c.path());
   rc.parent_commit = c1->commit_oid;  // no longer the head
-  auto c3 = UploadFolder(hub.options(), rc);
+  auto c3 = hub.client().UploadFolder(rc);
   ASSERT_FALSE(c3.ok());
   EXPECT_EQ(c3.status().code(), Code::kConflict) << c3.status().ToString();
   EXPECT_NE(c3.status().message().find(c1->commit_oid), std::string::npos);
@@ -291,7 +291,7 @@ TEST(PushUpload, PatternsAndDeletes) {
   req.path_in_repo = "/unet/";
   req.allow_patterns = {"*.safetensors", "*.json"};
   req.ignore_patterns = {"*.index.json"};
-  auto first = UploadFolder(hub.options(), req);
+  auto first = hub.client().UploadFolder(req);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   auto tree = hub.Tree("org/pat", first->commit_oid);
   tree.erase(".gitattributes");
@@ -308,7 +308,7 @@ TEST(PushUpload, PatternsAndDeletes) {
   auto req2 = Req("org/pat", local2.path());
   req2.path_in_repo = "unet";
   req2.delete_patterns = {"*.safetensors"};
-  auto second = UploadFolder(hub.options(), req2);
+  auto second = hub.client().UploadFolder(req2);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->deleted, (std::vector<std::string>{"unet/model-00002-of-00002.safetensors"}));
   auto tree2 = hub.Tree("org/pat", second->commit_oid);
@@ -322,16 +322,16 @@ TEST(PushUpload, BadInputIsRefusedBeforeAnyRequest) {
   PushServer hub(kChunk);
   ASSERT_TRUE(hub.ok());
   TempDir local;
-  auto r1 = UploadFolder(hub.options(), Req("org/x", local.path() / "missing"));
+  auto r1 = hub.client().UploadFolder(Req("org/x", local.path() / "missing"));
   EXPECT_EQ(r1.status().code(), Code::kInvalidArgument);
   EXPECT_NE(r1.status().message().find("missing"), std::string::npos);
-  auto r2 = UploadFolder(hub.options(), Req("bad//id", local.path()));
+  auto r2 = hub.client().UploadFolder(Req("bad//id", local.path()));
   EXPECT_EQ(r2.status().code(), Code::kInvalidArgument);
   auto req = Req("org/x", local.path());
   req.parent_commit = "xyz";
-  auto r3 = UploadFolder(hub.options(), req);
+  auto r3 = hub.client().UploadFolder(req);
   EXPECT_EQ(r3.status().code(), Code::kInvalidArgument);
-  auto r4 = UploadFolder(hub.options(), Req("org/x", local.path()));  // empty folder
+  auto r4 = hub.client().UploadFolder(Req("org/x", local.path()));  // empty folder
   EXPECT_EQ(r4.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(r4.status().reason(), "EmptyCommit");
   EXPECT_EQ(hub.recorder().log().size(), 0u);  // refused before any request
@@ -342,13 +342,13 @@ TEST(PushUpload, WrongTokenNamesNoToken) {
   ASSERT_TRUE(hub.ok());
   TempDir local;
   MakeFolder(local.path());
-  auto first = UploadFolder(hub.options(), Req("org/auth", local.path()));
+  auto first = hub.client().UploadFolder(Req("org/auth", local.path()));
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  UploadOptions bad = hub.options();
+  ClientOptions bad = hub.options();
   bad.config.token = "hf_WRONGSECRET987654";
   auto req = Req("org/auth", local.path());
   req.create_repo = false;
-  auto r = UploadFolder(bad, req);
+  auto r = HubClient(bad).UploadFolder(req);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnauthorized) << r.status().ToString();
   EXPECT_EQ(r.status().ToString().find("WRONGSECRET"), std::string::npos);
@@ -376,7 +376,7 @@ TEST(PushUpload, ProgressReportsHashAndUploadBytes) {
     EXPECT_LE(p.bytes_done, p.bytes_total);
     last[p.phase] = p;
   };
-  auto info = UploadFolder(hub.options(), req);
+  auto info = hub.client().UploadFolder(req);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(last[UploadPhase::kHashing].bytes_done, all);
   EXPECT_EQ(last[UploadPhase::kHashing].bytes_total, all);

@@ -63,7 +63,7 @@ struct DeleteArgs {
 int Delete(const DeleteArgs& a, hubload::cli::Global& g) {
   auto type = hubload::ParseRepoType(a.repo_type);
   if (!type.ok()) return hubload::cli::Fail("cache delete", type.status().message());
-  auto r = hubload::DeleteFromCache(g.config.cache_dir, a.repo_id, *type, a.revision);
+  auto r = hubload::DeleteFromCache(g.config.cache_dir, a.repo_id, *type, a.revision, g.lock);
   if (!r.ok()) return hubload::cli::Fail("cache delete", r.status().ToString());
   for (auto& s : r->deleted_snapshots) std::printf("deleted snapshot %s\n", s.c_str());
   for (auto& s : r->deleted_refs) std::printf("deleted ref %s\n", s.c_str());
@@ -73,7 +73,7 @@ int Delete(const DeleteArgs& a, hubload::cli::Global& g) {
 }
 
 int Prune(double min_age_s, bool as_json, hubload::cli::Global& g) {
-  auto r = hubload::PruneIncompleteDownloads(g.config.cache_dir, min_age_s);
+  auto r = hubload::PruneIncompleteDownloads(g.config.cache_dir, min_age_s, g.lock);
   if (!r.ok()) return hubload::cli::Fail("cache prune", r.status().ToString());
   if (as_json) {
     nlohmann::json out = {{"cache_dir", g.config.cache_dir}, {"deleted_files", r->deleted_files},

@@ -89,10 +89,7 @@ struct JobFlags {
 };
 
 hubload::ClientOptions MakeClient(const hubload::cli::Global& g) {
-  hubload::ClientOptions co;
-  co.config = g.config;
-  if (co.config.cache_dir.empty()) co.config.cache_dir = hubload::HubConfig::FromEnvironment().cache_dir;
-  return co;
+  return g.Client();  // g.config comes from HubConfig::FromEnvironment() (main.cc)
 }
 
 std::string Prefix(const hd::DistOptions& o) { return "[rank " + std::to_string(o.env.rank) + "] "; }

@@ -105,8 +105,7 @@ struct Args {
 int Run(const Args& a, hubload::cli::Global& g) {
   auto type = hubload::ParseRepoType(a.repo_type);
   if (!type.ok()) return hubload::cli::Fail("download", type.status().message());
-  hubload::ClientOptions opt;
-  opt.config = g.config;
+  hubload::ClientOptions opt = g.Client();
   if (a.offline) opt.config.offline = true;
   opt.max_workers = a.max_workers;
   hubload::HubClient client(opt);

@@ -72,8 +72,7 @@ struct Args {
 int Run(const Args& a, hubload::cli::Global& g) {
   auto type = hubload::ParseRepoType(a.repo_type);
   if (!type.ok()) return hubload::cli::Fail("push", type.status().message());
-  hubload::UploadOptions opt;
-  opt.config = g.config;
+  hubload::ClientOptions opt = g.Client();
   opt.upload_workers = a.workers;
   hubload::UploadFolderRequest req;
   req.repo_id = a.repo_id;
@@ -92,7 +91,7 @@ int Run(const Args& a, hubload::cli::Global& g) {
   req.private_repo = a.private_repo;
   Bar bar;
   if (!a.quiet && ::isatty(STDERR_FILENO)) req.callbacks.on_progress = [&bar](const auto& p) { bar.Update(p); };
-  auto info = hubload::UploadFolder(opt, req);
+  auto info = hubload::HubClient(opt).UploadFolder(req);
   bar.Done();
   if (!info.ok()) return hubload::cli::Fail("push", info.status().ToString());
   if (!info->committed && !a.quiet)

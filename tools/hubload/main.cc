@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <algorithm>
 #include <map>
@@ -33,6 +34,29 @@ std::string HumanBytes(double b) {
   return buf;
 }
 
+std::string ReadEnvironment(Global* g) {
+  auto seconds = [](const char* name, double* out) -> std::string {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return {};
+    char* end = nullptr;
+    double x = std::strtod(v, &end);
+    if (!end || *end != '\0' || !(x > 0) || x > 1e6)
+      return std::string(name) + "='" + v + "' is not a positive number of seconds";
+    *out = x;
+    return {};
+  };
+  if (auto e = seconds("HF_HUB_ETAG_TIMEOUT", &g->etag_timeout_s); !e.empty()) return e;
+  if (auto e = seconds("HF_HUB_DOWNLOAD_TIMEOUT", &g->download_timeout_s); !e.empty()) return e;
+  if (const char* m = std::getenv("HUBLOAD_LOCK_MODE"); m && *m) {
+    std::string v = m;
+    if (v == "auto") g->lock.mode = LockMode::kAuto;
+    else if (v == "flock") g->lock.mode = LockMode::kFlock;
+    else if (v == "lease") g->lock.mode = LockMode::kLease;
+    else return "HUBLOAD_LOCK_MODE='" + v + "' is not one of auto, flock, lease";
+  }
+  return {};
+}
+
 int Fail(const std::string& command, const std::string& message) {
   std::fprintf(stderr, "hubload %s: %s\n", command.c_str(), message.c_str());
   return 1;
@@ -51,6 +75,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("hubload ") + HUBLOAD_VERSION);
   Global g;
   g.config = hubload::HubConfig::FromEnvironment();
+  if (std::string bad = ReadEnvironment(&g); !bad.empty()) {
+    std::fprintf(stderr, "hubload: %s\n", bad.c_str());
+    return 2;
+  }
   app.add_option("--endpoint", g.config.endpoint, "Hub endpoint (default $HF_ENDPOINT, else https://huggingface.co)");
   // The token's value is never echoed back by --help (no default shown).
   app.add_option("--token", g.config.token, "Hub token (default $HF_TOKEN, else the token file under $HF_HOME)");
