@@ -76,6 +76,12 @@ struct PretrainedRequest {
   bool allow_variant_fallback = false;
   /// Weights names looked for (ResolveOptions::Convention).
   ResolveOptions::Convention convention = ResolveOptions::Convention::kAuto;
+  /// true: pickle `.bin` weights are refused (kUnsupported, reason
+  /// PickleUnsupported, naming the file) before anything is downloaded, as
+  /// transformers `use_safetensors=True`. false (default): safetensors are
+  /// preferred and `.bin` weights are read by the restricted pickle reader
+  /// (pickle.h) on the CPU paths, as `use_safetensors=None`.
+  bool require_safetensors = false;
   /// dtype, keep_in_fp32 modules, force_copy.
   LoadOptions load;
   /// Target device. The CPU functions (pipeline.h) load to "cpu" (or "")

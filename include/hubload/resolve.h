@@ -40,8 +40,8 @@ struct ResolveOptions {
   ///   in the same index-first order.
   enum class Convention { kDiffusers, kTransformers, kAuto } convention = Convention::kAuto;
   /// Accept pickle `.bin` weights when no safetensors weights exist (as
-  /// diffusers' allow_pickle). hubload cannot load pickles itself: the loader
-  /// reports kUnsupported for them, but resolution still names them.
+  /// diffusers' allow_pickle). The CPU loaders read them with the restricted
+  /// pickle reader (pickle.h); the device path reports kUnsupported for them.
   bool allow_pickle = true;
 };
 

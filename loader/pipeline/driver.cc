@@ -627,7 +627,7 @@ Result<PretrainedInfo> RunLoad(const HubClient* client, const PretrainedRequest&
   ctx.revision = local ? "" : req.revision;
   auto fail = [&](const Status& st) { return st.Annotate(ctx); };
   if (Status st = CheckRequest(req, local, &info); !st.ok()) return fail(st);
-  auto planned = MakeFetchPlan(client, req, hooks.allow_pickle, &info);
+  auto planned = MakeFetchPlan(client, req, hooks.allow_pickle && !req.require_safetensors, &info);
   if (!planned.ok()) return fail(planned.status());
   FetchPlan plan = std::move(*planned);
   if (hooks.read_headers)

@@ -415,20 +415,39 @@ TEST(PipelineTest, OfflineReloadFromTheCacheGivesTheSameTensors) {
   EXPECT_EQ(miss.status().code(), Code::kOfflineMiss) << miss.status().ToString();
 }
 
-TEST(PipelineTest, PickleWeightsAreRefusedWithoutDownload) {
+// require_safetensors (transformers use_safetensors=True): pickle weights are refused
+// by name before any weights byte is requested.
+TEST(PipelineTest, RequireSafetensorsRefusesPickleWithoutDownload) {
   TempDir src, cache;
   WriteText(src.path() / "pytorch_model.bin", hubload::pipeline_test::PseudoBytes(1000, 7));
   WriteText(src.path() / "config.json", "{}");
   ServedStore store;
   ASSERT_TRUE(store.ok());
   store.AddRepo("org/pickle", src.path());
-  auto r = LoadStateDict(MakeClient(store.url(), cache.str()), HubRequest("org/pickle"));
+  PretrainedRequest req = HubRequest("org/pickle");
+  req.require_safetensors = true;
+  auto r = LoadStateDict(MakeClient(store.url(), cache.str()), req);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnsupported);
   EXPECT_EQ(r.status().reason(), "PickleUnsupported");
   EXPECT_NE(r.status().message().find("pytorch_model.bin"), std::string::npos);
   EXPECT_NE(r.status().message().find("safetensors"), std::string::npos);
   EXPECT_EQ(store.server().RequestCount("pytorch_model.bin"), 0u);
+}
+
+// Without it, a `.bin` that is not a torch checkpoint (random bytes) is downloaded,
+// then refused as a format error naming the file; the error is not a crash.
+TEST(PipelineTest, GarbagePickleIsInvalidFormatNamingTheFile) {
+  TempDir src, cache;
+  WriteText(src.path() / "pytorch_model.bin", hubload::pipeline_test::PseudoBytes(1000, 7));
+  ServedStore store;
+  ASSERT_TRUE(store.ok());
+  store.AddRepo("org/pickle", src.path());
+  auto r = LoadStateDict(MakeClient(store.url(), cache.str()), HubRequest("org/pickle"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidFormat) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), "NotTorchCheckpoint");
+  EXPECT_NE(r.status().message().find("pytorch_model.bin"), std::string::npos) << r.status().ToString();
 }
 
 TEST(PipelineTest, BadRequestsFailClearly) {
