@@ -36,6 +36,14 @@ inline constexpr std::string_view kBadJson = "BadJson";
 /// JSON whose field has the wrong type, range or shape, or is missing.
 inline constexpr std::string_view kBadJsonField = "BadJsonField";
 
+// ---- server (hubload serve) -------------------------------------------------
+/// A request body or query string the server cannot accept (answered 400).
+inline constexpr std::string_view kBadRequestBody = "BadRequestBody";
+/// An LFS batch object without a valid oid/size (answered 422, as git-lfs servers).
+inline constexpr std::string_view kBadLfsObject = "BadLfsObject";
+/// A branch or tag of that name exists already (answered 409).
+inline constexpr std::string_view kRefExists = "RefExists";
+
 // ---- weights resolution and loading ----------------------------------------
 inline constexpr std::string_view kWeightsNotFound = "WeightsNotFound";
 inline constexpr std::string_view kVariantNotFound = "VariantNotFound";
