@@ -5,6 +5,7 @@
 
 #include "hub/server/bodies.h"
 #include "hub/server/impl.h"
+#include "hubload/reasons.h"
 
 namespace hubload::server {
 
@@ -81,7 +82,7 @@ Response Server::Impl::CommitApi(Request& r, RepoType type, const std::string& r
   auto c = Commit(root, repo_id, ops, co, false);
   if (!c.ok()) {
     const Status& s = c.status();
-    if (s.code() == Code::kConflict)
+    if (s.Is(reason::kParentMismatch))
       return ErrorResponse(412, "", "A commit has happened since. Please refresh and try again. (" + s.message() + ")");
     return StatusResponse(s);
   }

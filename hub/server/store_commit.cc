@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "hub/server/store_internal.h"
+#include "hubload/reasons.h"
 #include "util/digest.h"
 #include "util/file_io.h"
 
@@ -156,7 +157,27 @@ Status InstallBlob(const fs::path& repo_dir, const fs::path& tmp_file, const std
   return Status::Ok();
 }
 
+Status RefClash(const fs::path& repo_dir, const std::string& name) {
+  // git's rule: "a/b" cannot exist beside "a" (one would be a file and a folder).
+  std::error_code ec;
+  fs::path p = repo_dir / "refs";
+  size_t start = 0;
+  while (true) {
+    size_t slash = name.find('/', start);
+    p /= name.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    bool last = slash == std::string::npos;
+    if ((!last && fs::is_regular_file(p, ec)) || (last && fs::is_directory(p, ec)))
+      return Status(Code::kConflict, "ref '" + name + "' clashes with the existing ref '" +
+                                         p.lexically_relative(repo_dir / "refs").generic_string() + "'",
+                    std::string(reason::kRefExists));
+    if (last) break;
+    start = slash + 1;
+  }
+  return Status::Ok();
+}
+
 Status WriteRef(const fs::path& repo_dir, const std::string& name, const std::string& commit) {
+  HUBLOAD_RETURN_IF_ERROR(RefClash(repo_dir, name));
   return util::AtomicWriteFile((repo_dir / "refs" / name).string(), commit);
 }
 
@@ -187,6 +208,7 @@ Result<std::string> Commit(const fs::path& root, const std::string& repo_id, con
     if (ec) return Status(Code::kIOError, "cannot create " + repo_dir.string() + ": " + ec.message(), "", ctx);
   }
   fs::create_directories(repo_dir / "snapshots", ec);
+  if (Status clash = RefClash(repo_dir, o.branch); !clash.ok()) return clash.Annotate(ctx);
   std::optional<std::string> head;
   if (fs::exists(repo_dir / "refs" / o.branch, ec)) {
     head = ResolveRevision(repo_dir, o.branch);
@@ -199,7 +221,7 @@ Result<std::string> Commit(const fs::path& root, const std::string& repo_id, con
       return Status(Code::kConflict,
                     "parent_commit " + pc + " is not the head of " + o.branch + " (head " + (head ? *head : "none") +
                         ")",
-                    "ParentMismatch", ctx);
+                    std::string(reason::kParentMismatch), ctx);
   }
   std::string base;
   if (!o.base_commit.empty()) {

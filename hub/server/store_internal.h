@@ -153,7 +153,10 @@ Result<std::string> Commit(const fs::path& root, const std::string& repo_id, con
 /// present). Returns the final path.
 Status InstallBlob(const fs::path& repo_dir, const fs::path& tmp_file, const std::string& name);
 
-/// Writes refs/<name> = commit atomically (folders created).
+/// kConflict (reason RefExists) when refs/<name> would clash with an existing
+/// ref ("a/b" beside the file "a", or "a" beside the folder "a/").
+Status RefClash(const fs::path& repo_dir, const std::string& name);
+/// Writes refs/<name> = commit atomically (folders created); RefClash first.
 Status WriteRef(const fs::path& repo_dir, const std::string& name, const std::string& commit);
 
 }  // namespace hubload::server::internal

@@ -1,10 +1,16 @@
 // Shared fixture of the `hubload serve` tests: libcurl as the independent
 // client, expected etags/hashes computed here with OpenSSL from the raw bytes.
 #pragma once
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -123,6 +129,57 @@ inline Reply Http(const std::string& method, const std::string& url, const std::
   return r;
 }
 inline Reply Get(const std::string& url, const std::vector<std::string>& headers = {}) { return Http("GET", url, headers); }
+
+/// Sends `bytes` on a fresh TCP connection to host:port and returns what
+/// comes back until the server closes, or `timeout_ms` passes without data
+/// (a raw socket: for input libcurl would refuse to send).
+inline std::string RawExchange(uint16_t port, const std::string& bytes, int timeout_ms = 5000,
+                               const char* host = "127.0.0.1", bool half_close = true) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, host, &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return {};
+  }
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t k = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (k <= 0) break;
+    off += static_cast<size_t>(k);
+  }
+  if (half_close) ::shutdown(fd, SHUT_WR);
+  std::string out;
+  char buf[65536];
+  while (true) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) break;
+    ssize_t k = ::recv(fd, buf, sizeof buf, 0);
+    if (k <= 0) break;
+    out.append(buf, static_cast<size_t>(k));
+  }
+  ::close(fd);
+  return out;
+}
+
+/// Status code of the first response in raw HTTP text (0 when none).
+inline int RawStatus(const std::string& response) {
+  if (response.rfind("HTTP/1.1 ", 0) != 0 || response.size() < 12) return 0;
+  return std::atoi(response.substr(9, 3).c_str());
+}
+
+/// Every line of a JSON-lines access log.
+inline std::vector<nlohmann::json> ReadAccessLog(const std::filesystem::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
 
 inline const char* kGood = "hf_good_token";
 inline const char* kGatedOk = "hf_gated_ok";
