@@ -113,6 +113,9 @@ Status CreateBranch(const std::string& root, const std::string& repo_id, const s
   std::lock_guard<std::mutex> lock(CommitMutex());
   RepoSettings s = LoadSettings(dir);
   std::error_code ec;
+  // overwrite without a starting point leaves an existing branch alone (@huggingface/hub createBranch).
+  if (overwrite && starting_point.empty() && !s.tags.count(branch) && fs::exists(dir / "refs" / branch, ec))
+    return Status::Ok();
   if (s.tags.count(branch))
     return Status(Code::kConflict, "a tag named " + branch + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
   if (fs::exists(dir / "refs" / branch, ec) && !overwrite)

@@ -284,6 +284,8 @@ Result<RepoRefs> ListRefs(const std::string& root, const std::string& repo_id, R
 
 /// Creates branch `branch` at `starting_point` (branch, tag or commit; ""
 /// = the head of main), or at a new commit with an empty tree when `empty`.
+/// `overwrite` moves an existing branch; with no starting point it leaves it
+/// as it is (as @huggingface/hub createBranch documents).
 /// Errors: RepoNotFound; RevisionNotFound (starting point); InvalidArgument
 /// (name starting with "refs/", a 40-hex name, unsafe name); Conflict (a
 /// branch or tag of that name exists and !overwrite, or a tag is overwritten).
