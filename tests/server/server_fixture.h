@@ -109,6 +109,7 @@ inline Reply Http(const std::string& method, const std::string& url, const std::
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, HeaderCb);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
   if (method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   } else if (method != "GET") {
