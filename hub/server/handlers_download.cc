@@ -30,10 +30,9 @@ bool IfNoneMatchHits(const std::string& inm, const std::string& etag) {
 }
 
 bool ParseNum(const std::string& s, uint64_t* v) {
-  if (s.empty() || s.size() > 19 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  *v = std::stoull(s);
-  return true;
+  auto n = ParseDecimal(s);
+  if (n) *v = *n;
+  return n.has_value();
 }
 
 // S3-style XML error of the CDN (what a storage host sends on 403).

@@ -31,13 +31,6 @@ json EntryJson(const Entry& e, const fs::path& repo_dir, const RepoSettings& s, 
   return j;
 }
 
-// A positive decimal of at most `max_digits` digits.
-std::optional<uint64_t> SmallNumber(const std::string& s, size_t max_digits) {
-  if (s.empty() || s.size() > max_digits || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  return std::stoull(s);
-}
-
 }  // namespace
 
 Response Server::Impl::RepoInfo(Request& r, RepoType type, const std::string& repo_id, const std::string& rev) {
@@ -109,11 +102,11 @@ Response Server::Impl::Tree(Request& r, RepoType type, const std::string& repo_i
   bool expand = r.QueryBool("expand");
   size_t page = static_cast<size_t>(std::max(1, opt.tree_page_size));
   std::string limit_s = r.Query("limit");  // overrides the page size, at most 10000
-  if (auto limit = SmallNumber(limit_s, 6); limit && *limit > 0) page = std::min<size_t>(10000, *limit);
+  if (auto limit = ParseDecimal(limit_s, 6); limit && *limit > 0) page = std::min<size_t>(10000, *limit);
   size_t cursor = 0;
   std::string cursor_s = r.Query("cursor");
   if (!cursor_s.empty()) {
-    auto c = SmallNumber(cursor_s, 12);
+    auto c = ParseDecimal(cursor_s, 12);
     if (!c) return ErrorResponse(400, "", "Invalid cursor '" + cursor_s + "'");
     cursor = static_cast<size_t>(*c);
   }

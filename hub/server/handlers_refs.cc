@@ -52,12 +52,6 @@ json RefsJson(const std::vector<RefInfo>& refs) {
   return a;
 }
 
-std::optional<uint64_t> Number(const std::string& s, size_t max_digits) {
-  if (s.empty() || s.size() > max_digits || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  return std::stoull(s);
-}
-
 }  // namespace
 
 Response Server::Impl::Branch(Request& r, RepoType type, const std::string& repo_id, const std::string& name) {
@@ -108,13 +102,13 @@ Response Server::Impl::Commits(Request& r, RepoType type, const std::string& rep
   if (!commits.ok()) return StatusResponse(commits.status());
   uint64_t limit = 50;
   if (std::string l = r.Query("limit"); !l.empty()) {
-    auto n = Number(l, 6);
+    auto n = ParseDecimal(l, 6);
     if (!n || *n == 0) return ErrorResponse(400, "", "Invalid limit '" + l + "'");
     limit = std::min<uint64_t>(*n, 1000);
   }
   uint64_t page = 0;
   if (std::string p = r.Query("p"); !p.empty()) {
-    auto n = Number(p, 9);
+    auto n = ParseDecimal(p, 9);
     if (!n) return ErrorResponse(400, "", "Invalid page '" + p + "'");
     page = *n;
   }
@@ -172,7 +166,7 @@ Response Server::Impl::CommitPage(Request& r, RepoType type, const std::string& 
 Response Server::Impl::DiscussionPage(Request& r, RepoType type, const std::string& repo_id, const std::string& num) {
   fs::path repo_dir;
   if (auto deny = OpenRepo(r, type, repo_id, Need::kRead, &repo_dir)) return *deny;
-  auto n = Number(num, 8);
+  auto n = ParseDecimal(num, 8);
   std::optional<std::string> commit;
   if (n) commit = ResolveRevision(repo_dir, "refs/pr/" + std::to_string(*n));
   if (!commit) return ErrorResponse(404, "", "Discussion " + num + " not found in " + repo_id);

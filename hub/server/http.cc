@@ -63,6 +63,16 @@ Response ErrorResponse(int status, const std::string& error_code, const std::str
   return r;
 }
 
+std::optional<uint64_t> ParseDecimal(std::string_view s, size_t max_digits) {
+  if (s.empty() || s.size() > std::min<size_t>(max_digits, 19)) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
 std::vector<std::string> SplitRaw(const std::string& path) {
   std::vector<std::string> segs;
   size_t start = (!path.empty() && path[0] == '/') ? 1 : 0;

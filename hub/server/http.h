@@ -73,6 +73,10 @@ Response JsonResponse(int status, const nlohmann::json& j);
 /// {"error": message} with X-Error-Message (and X-Error-Code when given).
 Response ErrorResponse(int status, const std::string& error_code, const std::string& message);
 
+/// A decimal of 1..max_digits digits (max 19: always fits uint64), else nullopt
+/// (signs, spaces, hex and empty strings are refused).
+std::optional<uint64_t> ParseDecimal(std::string_view s, size_t max_digits = 19);
+
 /// Raw '/'-separated segments of a path ("/a/b/" -> {"a", "b"}).
 std::vector<std::string> SplitRaw(const std::string& path);
 

@@ -211,10 +211,9 @@ Response Server::Impl::Route(Request& r) {
     if (v != Signer::Verdict::kOk)
       return ErrorResponse(403, "", v == Signer::Verdict::kExpired ? "Signed upload URL has expired"
                                                                     : "Invalid signed upload URL");
-    const std::string& size_s = seg[3];
-    if (size_s.empty() || size_s.size() > 19 || !std::all_of(size_s.begin(), size_s.end(), ::isdigit))
-      return ErrorResponse(400, "", "bad size '" + size_s + "' in upload URL");
-    uint64_t size = std::stoull(size_s);
+    auto size_n = ParseDecimal(seg[3]);
+    if (!size_n) return ErrorResponse(400, "", "bad size '" + seg[3] + "' in upload URL");
+    uint64_t size = *size_n;
     if (seg[4] == "complete") return LfsComplete(r, seg[1], seg[2], size);
     if (seg[4] == "verify") return LfsVerify(r, seg[1], seg[2], size);
   }

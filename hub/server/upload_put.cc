@@ -15,17 +15,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace fs = std::filesystem;
 
-namespace {
-
-bool ParseUint(const std::string& s, uint64_t* v) {
-  if (s.empty() || s.size() > 19 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  *v = std::stoull(s);
-  return true;
-}
-
-}  // namespace
-
 Response HandleUploadPut(Server::Impl& impl, tcp::socket& sock, beast::flat_buffer& buf,
                          std::unique_ptr<HeaderParser>& hp, Request& r) {
   std::vector<std::string> seg = SplitRaw(r.route_path);
@@ -43,8 +32,9 @@ Response HandleUploadPut(Server::Impl& impl, tcp::socket& sock, beast::flat_buff
   const std::string folder = seg[1], oid = seg[2];
   if (folder.empty() || folder[0] == '.' || folder.find('%') != std::string::npos || !IsHexOf(oid, 64, 64))
     return fail(404, "Not found");
-  uint64_t size = 0;
-  if (!ParseUint(seg[3], &size)) return fail(400, "bad size '" + seg[3] + "' in upload URL");
+  auto size_n = ParseDecimal(seg[3]);
+  if (!size_n) return fail(400, "bad size '" + seg[3] + "' in upload URL");
+  uint64_t size = *size_n;
   fs::path repo_dir = impl.root / folder;
   std::error_code ec;
   if (!fs::is_directory(repo_dir / "blobs", ec)) return fail(404, "Repository not found");
@@ -53,7 +43,9 @@ Response HandleUploadPut(Server::Impl& impl, tcp::socket& sock, beast::flat_buff
   uint64_t part = 0;
   if (seg.size() == 6) {
     if (seg[4] != "part") return fail(404, "Not found");
-    if (!ParseUint(seg[5], &part)) return fail(400, "bad part number");
+    auto part_n = ParseDecimal(seg[5]);
+    if (!part_n) return fail(400, "bad part number");
+    part = *part_n;
     uint64_t chunk = std::max<uint64_t>(1, impl.opt.multipart_chunk_size);
     uint64_t parts = (size + chunk - 1) / chunk;
     if (part < 1 || part > parts) return fail(400, "part number out of range");
