@@ -159,6 +159,13 @@ class MappedFile {
   /// Maps `path`. An empty file gives size() == 0 and data() == nullptr.
   /// Errors: kNotFound, kIOError (open/fstat/mmap failure, not a regular file).
   static Result<std::shared_ptr<MappedFile>> Open(const std::string& path);
+  /// Maps `size` bytes of the open descriptor `fd` (not taken over: the
+  /// caller may close it afterwards; the mapping stays valid). `size` may
+  /// exceed the file's current length (a download still being written):
+  /// reading a page past the current end of file raises SIGBUS, so callers
+  /// read only bytes known to be written. `label` is reported by path().
+  /// Errors: kIOError (mmap failure).
+  static Result<std::shared_ptr<MappedFile>> FromFd(int fd, uint64_t size, std::string label);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -180,6 +187,11 @@ class SafetensorsFile {
   /// Maps `path` and validates its header (ParseHeader over the mapping).
   /// Errors: those of MappedFile::Open and ParseHeader.
   static Result<SafetensorsFile> Open(const std::string& path);
+  /// A file from a mapping and a header already parsed from its bytes (the
+  /// streaming loader parses the header as soon as its bytes land, before the
+  /// rest of the file exists). `header.file_size` must not exceed the mapping.
+  /// Errors: kInvalidArgument when it does.
+  static Result<SafetensorsFile> FromParts(std::shared_ptr<MappedFile> mapping, Header header);
 
   const Header& header() const { return header_; }
   /// The bytes of `t` inside the mapping (t must come from header(); a range
@@ -246,9 +258,10 @@ struct Index {
   std::map<std::string, std::vector<std::string>> tensors_by_shard;
 };
 
-/// True when `name` is a plain shard basename ending in ".safetensors": non-empty,
-/// no '/', '\\', NUL, no "..", not "." or "..", no drive prefix like "C:".
-bool IsValidShardName(std::string_view name);
+/// True when `name` is a plain shard basename ending in `suffix` (".safetensors";
+/// ".bin" for the shards of a `pytorch_model.bin.index.json`): longer than the
+/// suffix, no '/', '\\', NUL, no "..", not "." or "..", no drive prefix like "C:".
+bool IsValidShardName(std::string_view name, std::string_view suffix = ".safetensors");
 
 /// Parses an index. Errors (kInvalidFormat, reasons): InvalidIndexJson (not
 /// JSON, not an object, nesting deeper than 64, weight_map missing or not an
@@ -256,11 +269,13 @@ bool IsValidShardName(std::string_view name);
 /// or null), InvalidShardName (see IsValidShardName; message names the tensor),
 /// InvalidTotalSize (total_size not a non-negative integer; an integral float
 /// like 1.0e9 is accepted), DuplicateTensor (a weight_map key appears twice).
-Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label);
+/// Shard names must end in `shard_suffix` (".bin" for a pickle index).
+Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label,
+                         std::string_view shard_suffix = ".safetensors");
 
 /// Reads `path` and ParseIndex()es it (label = path). Errors: kNotFound,
 /// kIOError, and those of ParseIndex.
-Result<Index> ReadIndex(const std::string& path);
+Result<Index> ReadIndex(const std::string& path, std::string_view shard_suffix = ".safetensors");
 
 /// Checks that shard `shard_name` agrees with the index: every tensor the index
 /// puts in that shard is in `shard_header` (reason IndexTensorMissing), and every
@@ -270,5 +285,10 @@ Result<Index> ReadIndex(const std::string& path);
 /// (Recommended extra check 6 in loading-semantics.md B; no HF reader does it.)
 Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name,
                               const Header& shard_header);
+
+/// As CheckShardAgainstIndex for a shard whose tensor names are `names` (in
+/// file order), whatever its format (pickle::CheckShardAgainstIndex uses it).
+Status CheckShardNamesAgainstIndex(const Index& index, std::string_view shard_name,
+                                   std::span<const std::string_view> names);
 
 }  // namespace hubload::safetensors

@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "hubload/load.h"
 #include "hubload/resolve.h"
 #include "hubload/safetensors.h"
 #include "hubload/status.h"
@@ -35,30 +36,7 @@ namespace hubload {
 /// An ordered state dict: (tensor name, tensor) in file / insertion order.
 using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
 
-/// Target dtype for floating tensors. kAuto keeps the checkpoint dtype (B30:
-/// a bf16 checkpoint stays bf16, no silent fp32 upcast). Integer and bool
-/// tensors are never converted (dtypes LibTorch lacks are widened, see below).
-enum class TargetDtype { kAuto, kF32, kF16, kBF16 };
-
-/// "auto", "fp32"/"float32", "fp16"/"float16", "bf16"/"bfloat16" -> TargetDtype.
-/// Errors: kInvalidArgument naming the text.
-Result<TargetDtype> ParseTargetDtype(const std::string& text);
-
-struct LoadOptions {
-  TargetDtype dtype = TargetDtype::kAuto;
-  /// Module names kept in float32 whenever a floating tensor is converted:
-  /// an entry matches tensor `n` iff it equals one whole dot-separated
-  /// component of `n` (diffusers `m in n.split(".")`: "norm" matches
-  /// "layers.0.norm.weight" but not "final_norm.weight"; dotted entries never
-  /// match). Applied identically on the single-file and sharded paths (B32).
-  /// It acts on floating tensors whose dtype is being chosen: every floating
-  /// tensor under fp32/fp16/bf16, and under kAuto only float8 tensors (which
-  /// must be decoded: fp32 instead of bf16); other tensors keep their dtype.
-  std::vector<std::string> keep_in_fp32;
-  /// Always copy into fresh, writable, aligned memory, even when a zero-copy
-  /// view would do.
-  bool force_copy = false;
-};
+// TargetDtype, ParseTargetDtype and LoadOptions: hubload/load.h (torch-free).
 
 /// How each checkpoint dtype becomes a LibTorch dtype (no target conversion):
 ///  BOOL U8 I8 I16 I32 I64 F16 BF16 F32 F64 C64: the same dtype, zero-copy when aligned.
@@ -93,39 +71,6 @@ Result<StateDict> LoadTensors(const safetensors::SafetensorsFile& file, const Lo
 /// first error (its own or fn's) and returns it, prefixed with the tensor name.
 Status ForEachTensor(const safetensors::SafetensorsFile& file, const LoadOptions& options,
                      const std::function<Status(const std::string&, at::Tensor)>& fn);
-
-/// A whole checkpoint as a state dict.
-struct Checkpoint {
-  /// Files read, absolute or as given, in load order.
-  std::vector<std::string> files;
-  /// Tensors in file order, file after file (shards in index order).
-  StateDict tensors;
-  /// Warnings from resolution and loading.
-  std::vector<std::string> warnings;
-  ResolvedWeights resolved;
-};
-
-/// Resolves the local checkpoint `path` and returns all its tensors.
-/// `path` is a .safetensors file (read as is), a `*.safetensors.index.json`
-/// file (its shards next to it), or a folder resolved with ResolveWeights
-/// (section A). For sharded checkpoints every shard must exist before any is
-/// opened (B23) and each shard is checked against the index
-/// (CheckShardAgainstIndex). Errors: those of ResolveWeights / ShardPaths,
-/// kUnsupported for pickle `.bin` weights ("convert to safetensors"), the
-/// safetensors errors, and conversion errors.
-Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions& resolve_options,
-                                  const LoadOptions& load_options);
-
-/// The files a local checkpoint consists of, without opening any of them:
-/// resolved weights plus the absolute paths of its files in load order
-/// (single file, or every shard after the ShardPaths checks).
-struct LocalCheckpointFiles {
-  ResolvedWeights resolved;
-  std::vector<std::string> files;
-  std::string index_path;  // empty for single files
-  safetensors::Index index;
-};
-Result<LocalCheckpointFiles> ResolveLocalCheckpoint(const std::string& path, const ResolveOptions& options);
 
 // ---------------------------------------------------------------------------
 // Loading into modules.
@@ -224,14 +169,7 @@ class ModuleLoader {
   Impl* impl_;
 };
 
-/// Resolves the local checkpoint at `path` (as LoadCheckpoint) and loads it into
-/// `module` shard by shard: every shard header is read first and passed to
-/// ModuleLoader::Expect (so strict / shape errors come before any loading), then
-/// each shard is mapped, loaded and unmapped before the next is opened — peak
-/// memory ≈ the module plus one shard (B35).
-Result<LoadReport> LoadIntoModule(torch::nn::Module& module, const std::string& path,
-                                  const ResolveOptions& resolve_options, const LoadOptions& load_options,
-                                  const ModuleLoadOptions& module_options);
+// LoadCheckpoint / LoadIntoModule (local checkpoints through the load driver): hubload/pipeline.h.
 
 /// Named parameters then buffers of `module` (torch state_dict order per
 /// submodule is not reproduced: parameters first, then buffers), without
@@ -294,20 +232,5 @@ Result<TensorSummary> SummarizeTensor(const at::Tensor& t);
 
 /// The safetensors dtype of a LibTorch dtype, or kUnsupported.
 Result<safetensors::Dtype> SafetensorsDtype(at::ScalarType t);
-
-/// The JSON report of `hubload load --json` (one line, compact):
-/// `{"files":[...], "tensors":{"NAME":{"dtype":"BF16","shape":[...],"sum":S,"sha256":"HEX"}},
-///   "timings":{"NAME_s":seconds,...}, "warnings":[...]}`; tensors in `tensors` order,
-/// timings in the given order (seconds). The fetch-and-load pipeline passes its own
-/// extra timings. A NaN/infinite sum is written as null (JSON has no NaN).
-/// Errors: those of SummarizeTensor (the tensor is named).
-Result<std::string> LoadReportJson(const std::vector<std::string>& files, const StateDict& tensors,
-                                   const std::vector<std::pair<std::string, double>>& timings_s,
-                                   const std::vector<std::string>& warnings = {});
-
-/// A short human summary of a loaded state dict: tensor and file counts, bytes
-/// per loaded dtype, then one line per timing. Never fails.
-std::string LoadSummaryText(const std::vector<std::string>& files, const StateDict& tensors,
-                            const std::vector<std::pair<std::string, double>>& timings_s);
 
 }  // namespace hubload

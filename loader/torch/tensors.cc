@@ -12,12 +12,10 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <unordered_map>
 
 #include "hubload/split.h"
-#include "loader/safetensors/internal.h"
 #include "hubload/torch_loader.h"
 #include "loader/torch/convert.h"
 #include "loader/torch/internal.h"
@@ -48,7 +46,6 @@ std::string ShapeString(at::IntArrayRef s) {
 }  // namespace internal
 
 namespace {
-using safetensors::internal::RegexEscape;
 
 std::optional<at::ScalarType> NativeType(Dtype d) {
   switch (d) {
@@ -132,15 +129,6 @@ std::string FileLabel(const safetensors::SafetensorsFile& file) {
 
 }  // namespace
 
-Result<TargetDtype> ParseTargetDtype(const std::string& text) {
-  if (text == "auto") return TargetDtype::kAuto;
-  if (text == "fp32" || text == "float32" || text == "F32") return TargetDtype::kF32;
-  if (text == "fp16" || text == "float16" || text == "F16") return TargetDtype::kF16;
-  if (text == "bf16" || text == "bfloat16" || text == "BF16") return TargetDtype::kBF16;
-  return Status(Code::kInvalidArgument, "unknown dtype '" + text + "' (expected auto, fp32, fp16 or bf16)",
-                "InvalidDtype");
-}
-
 Result<at::ScalarType> LoadedDtype(Dtype d, const std::string& name, const LoadOptions& options) {
   auto native = NativeType(d);
   auto fp8 = Fp8Format(d);
@@ -167,8 +155,6 @@ Result<at::ScalarType> LoadedDtype(Dtype d, const std::string& name, const LoadO
 
 Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info,
                               const LoadOptions& options) {
-  HUBLOAD_ASSIGN_OR_RETURN(at::ScalarType target, LoadedDtype(info.dtype, info.name, options));
-  HUBLOAD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Sizes(info));
   auto bytes = file.data(info);
   if (bytes.size() != info.nbytes()) {
     Status st(Code::kInvalidFormat, "tensor '" + info.name + "' lies outside '" + FileLabel(file) + "'",
@@ -176,6 +162,18 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
     st.mutable_context().tensor = info.name;
     return st;
   }
+  return internal::TensorFromBytes(info, bytes, file.mapping(), options, FileLabel(file));
+}
+
+namespace internal {
+
+std::optional<at::ScalarType> NativeScalarType(Dtype d) { return NativeType(d); }
+
+Result<at::Tensor> TensorFromBytes(const safetensors::TensorInfo& info, std::span<const uint8_t> bytes,
+                                   std::shared_ptr<const void> keepalive, const LoadOptions& options,
+                                   const std::string& label) {
+  HUBLOAD_ASSIGN_OR_RETURN(at::ScalarType target, LoadedDtype(info.dtype, info.name, options));
+  HUBLOAD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Sizes(info));
   const uint64_t n = info.num_elements();
   try {
     auto cpu = at::TensorOptions().device(at::kCPU);
@@ -191,7 +189,7 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
         convert::BF16ToF32(bytes.data(), t.data_ptr<float>(), n);
         return t;
       } else if (aligned && !options.force_copy) {
-        std::shared_ptr<safetensors::MappedFile> keep = file.mapping();
+        std::shared_ptr<const void> keep = std::move(keepalive);
         t = at::from_blob(const_cast<uint8_t*>(bytes.data()), sizes, [keep](void*) mutable { keep.reset(); },
                           cpu.dtype(*native));
       } else {
@@ -231,10 +229,12 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
       return t;
     }
   } catch (const std::exception& e) {
-    return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + FileLabel(file) + "'");
+    return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + label + "'");
   }
   return Unsupported(info, "is not handled");
 }
+
+}  // namespace internal
 
 Status ForEachTensor(const safetensors::SafetensorsFile& file, const LoadOptions& options,
                      const std::function<Status(const std::string&, at::Tensor)>& fn) {
@@ -254,142 +254,6 @@ Result<StateDict> LoadTensors(const safetensors::SafetensorsFile& file, const Lo
     out.emplace_back(name, std::move(t));
     return Status::Ok();
   }));
-  return out;
-}
-
-// ---------------------------------------------------------------------------
-// Local checkpoints.
-
-namespace {
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// "name.safetensors.index.V.json" / legacy "name.safetensors.V.index.json" / "name.safetensors.index.json".
-void DescribeIndexName(const std::string& base, ResolvedWeights* r) {
-  for (const std::string ext : {".safetensors.", ".bin."}) {
-    auto pos = base.find(ext);
-    if (pos == std::string::npos) continue;
-    r->weights_name = base.substr(0, pos);
-    r->is_pickle = ext == ".bin.";
-    std::string rest = base.substr(pos + ext.size());  // index.json | index.V.json | V.index.json
-    if (rest.rfind("index.", 0) == 0 && EndsWith(rest, ".json") && rest.size() > 11) {
-      r->variant_used = rest.substr(6, rest.size() - 11);
-    } else if (EndsWith(rest, ".index.json") && rest.size() > 11) {
-      r->variant_used = rest.substr(0, rest.size() - 11);
-      r->legacy_variant_names = true;
-    }
-    return;
-  }
-  r->weights_name = base;
-}
-
-Status PickleUnsupported(const std::string& file) {
-  Status st(Code::kUnsupported,
-            "'" + file + "' is a pickle (.bin) checkpoint; hubload loads safetensors only — convert it "
-            "(e.g. with huggingface's safetensors convert script) and load the .safetensors file",
-            "PickleUnsupported");
-  st.mutable_context().file = file;
-  return st;
-}
-
-}  // namespace
-
-Result<LocalCheckpointFiles> ResolveLocalCheckpoint(const std::string& path, const ResolveOptions& options) {
-  std::error_code ec;
-  LocalCheckpointFiles out;
-  if (fs::is_directory(path, ec)) {
-    HUBLOAD_ASSIGN_OR_RETURN(auto listing, ListLocalFiles(path));
-    HUBLOAD_ASSIGN_OR_RETURN(out.resolved, ResolveWeights(listing, options));
-    std::string full = (fs::path(path) / out.resolved.weights_file).string();
-    if (out.resolved.is_pickle) return PickleUnsupported(full);
-    if (out.resolved.kind == ResolvedWeights::kSingleFile) {
-      out.files.push_back(full);
-      return out;
-    }
-    out.index_path = full;
-    HUBLOAD_ASSIGN_OR_RETURN(out.index, safetensors::ReadIndex(full));
-    HUBLOAD_ASSIGN_OR_RETURN(auto shards, ShardPaths(out.resolved, out.index, listing));
-    for (const auto& s : shards) out.files.push_back((fs::path(path) / s).string());
-    // Shards of the same family that the index does not name are ignored, with a warning (B23).
-    std::string prefix = out.resolved.subfolder.empty() ? "" : out.resolved.subfolder + "/";
-    std::string family = AddVariant(out.resolved.weights_name + ".safetensors", out.resolved.variant_used);
-    family = family.substr(0, family.size() - 12);
-    std::set<std::string> named(shards.begin(), shards.end());
-    auto is_digits = [](const std::string& x) {
-      return !x.empty() && std::all_of(x.begin(), x.end(), [](char c) { return c >= '0' && c <= '9'; });
-    };
-    for (const auto& f : listing) {
-      if (f.compare(0, prefix.size(), prefix) != 0 || named.count(f)) continue;
-      std::string base = f.substr(prefix.size());
-      // family-NNNNN-of-NNNNN.safetensors
-      if (base.size() != family.size() + 27 || base.compare(0, family.size() + 1, family + "-") != 0 ||
-          !EndsWith(base, ".safetensors"))
-        continue;
-      std::string mid = base.substr(family.size() + 1, 14);  // NNNNN-of-NNNNN
-      if (!is_digits(mid.substr(0, 5)) || mid.substr(5, 4) != "-of-" || !is_digits(mid.substr(9, 5))) continue;
-      out.resolved.warnings.push_back("'" + f + "' is not named by the index '" + out.resolved.weights_file +
-                                        "' and is ignored");
-    }
-    return out;
-  }
-  if (!fs::exists(path, ec)) {
-    Status st(Code::kNotFound, "'" + path + "' does not exist", "NotFound");
-    st.mutable_context().file = path;
-    return st;
-  }
-  std::string base = fs::path(path).filename().string();
-  if (EndsWith(base, ".json")) {
-    out.resolved.kind = ResolvedWeights::kSharded;
-    out.resolved.weights_file = base;
-    DescribeIndexName(base, &out.resolved);
-    if (out.resolved.is_pickle) return PickleUnsupported(path);
-    out.index_path = path;
-    HUBLOAD_ASSIGN_OR_RETURN(out.index, safetensors::ReadIndex(path));
-    fs::path dir = fs::path(path).parent_path();
-    std::vector<std::string> listing;
-    for (auto it = fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec); !ec && it != fs::directory_iterator();
-         it.increment(ec))
-      listing.push_back(it->path().filename().string());
-    HUBLOAD_ASSIGN_OR_RETURN(auto shards, ShardPaths(out.resolved, out.index, listing));
-    for (const auto& s : shards) out.files.push_back((dir / s).string());
-    return out;
-  }
-  if (EndsWith(base, ".bin")) return PickleUnsupported(path);
-  out.resolved.kind = ResolvedWeights::kSingleFile;
-  out.resolved.weights_file = base;
-  out.resolved.weights_name = base.substr(0, base.find('.'));
-  out.files.push_back(path);
-  return out;
-}
-
-Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions& resolve_options,
-                                  const LoadOptions& load_options) {
-  HUBLOAD_ASSIGN_OR_RETURN(LocalCheckpointFiles files, ResolveLocalCheckpoint(path, resolve_options));
-  Checkpoint out;
-  out.resolved = files.resolved;
-  out.warnings = files.resolved.warnings;
-  out.files = files.files;
-  std::map<std::string, std::string> alias_meta = files.index.metadata;
-  for (const auto& f : files.files) {
-    HUBLOAD_ASSIGN_OR_RETURN(auto file, safetensors::SafetensorsFile::Open(f));
-    if (!files.index_path.empty())
-      HUBLOAD_RETURN_IF_ERROR(
-          safetensors::CheckShardAgainstIndex(files.index, fs::path(f).filename().string(), file.header()));
-    else
-      alias_meta = file.header().metadata;
-    HUBLOAD_ASSIGN_OR_RETURN(auto tensors, LoadTensors(file, load_options));
-    for (auto& kv : tensors) out.tensors.push_back(std::move(kv));
-  }
-  // Restore aliases saved as "removed -> kept" metadata (huggingface_hub save_torch_state_dict).
-  std::unordered_map<std::string, size_t> pos;
-  for (size_t i = 0; i < out.tensors.size(); ++i) pos[out.tensors[i].first] = i;
-  for (const auto& [removed, kept] : alias_meta) {
-    auto k = pos.find(kept);
-    if (k == pos.end() || pos.count(removed) || removed == "format" || removed == "total_size") continue;
-    out.tensors.emplace_back(removed, out.tensors[k->second].second);
-  }
   return out;
 }
 
@@ -639,19 +503,21 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
   }
 
   // Stale files of exactly this weights name and variant (B27).
-  const std::string stem = RegexEscape(AddVariant(options.weights_name + ".safetensors", options.variant));
-  const std::string stem_noext = RegexEscape(
-      AddVariant(options.weights_name + ".safetensors", options.variant)
-          .substr(0, AddVariant(options.weights_name + ".safetensors", options.variant).size() - 12));
-  const std::regex stale("^(" + stem + "|" + stem_noext + R"(-\d{5}-of-\d{5}\.safetensors|)" +
-                         RegexEscape(index_name) + ")$");
+  // Exactly `{stem}[.V].safetensors`, `{stem}[.V]-NNNNN-of-NNNNN.safetensors` and the
+  // index name (the current naming; other variants and legacy names are never touched).
+  auto stale = [&](const std::string& fname) {
+    if (fname == index_name) return true;
+    auto w = ParseWeightsFileName(fname);
+    return w && !w->pickle && !w->legacy_variant && w->kind != WeightsFileName::Kind::kIndex &&
+           w->stem == options.weights_name && w->variant == options.variant;
+  };
   std::set<std::string> keep(result.files.begin(), result.files.end());
   if (!result.index_file.empty()) keep.insert(result.index_file);
   std::vector<std::string> to_remove;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::string fname = it->path().filename().string();
     std::error_code ec2;
-    if (!it->is_regular_file(ec2) || keep.count(fname) || !std::regex_match(fname, stale)) continue;
+    if (!it->is_regular_file(ec2) || keep.count(fname) || !stale(fname)) continue;
     to_remove.push_back(fname);
   }
   std::sort(to_remove.begin(), to_remove.end());

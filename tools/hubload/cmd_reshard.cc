@@ -4,6 +4,7 @@
 #include <string>
 
 #include "hubload/split.h"
+#include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
 #include "tools/hubload/cli.h"
 
