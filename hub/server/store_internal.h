@@ -1,14 +1,24 @@
 // Internal store helpers shared by the server and the store library calls.
+// Files: store_util.cc (names, hashing, LFS rule), store_settings.cc
+// (.hubload-repo.json), store_read.cc (revisions, stat, listing, mirror
+// listings), store_commit.cc (the commit engine), store_refs.cc (branches,
+// tags, history), store_api.cc (the public calls of hubload/server.h).
+//
+// The validation here is the server's own (an independent oracle for the
+// client's, hubload/cache.h); the cache vocabulary (RepoType, RepoFolderName)
+// is shared.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "hubload/cache.h"
 #include "hubload/server.h"
 #include "hubload/status.h"
 
@@ -16,73 +26,103 @@ namespace hubload::server::internal {
 
 namespace fs = std::filesystem;
 
-// ---- hashing / encoding ----
-std::string HexOf(const unsigned char* md, size_t n);
-std::string Sha256Hex(const std::string& data);
-std::string Sha1Hex(const std::string& data);
-/// sha256 hex of a file's content and its git blob sha1; false on read error.
-bool HashFile(const fs::path& p, std::string* sha256, std::string* git_sha1, uint64_t* size);
-std::string Base64Decode(const std::string& in, bool* ok);
-std::string Base64Encode(const std::string& in);
-/// Percent-decodes; false when a '%' is not followed by two hex digits.
-bool PercentDecode(const std::string& in, std::string* out, bool plus_is_space = false);
-std::string PercentEncode(const std::string& in, bool keep_slash);
-bool IsHex(const std::string& s, size_t min_len, size_t max_len);
+// ---- names, hashing (store_util.cc) ----
+/// Lower-case hex of min..max characters.
+bool IsHexOf(std::string_view s, size_t min_len, size_t max_len);
 std::string NowIso8601();
-
 /// The Git LFS pointer text of a file with this sha256 and size.
 std::string LfsPointer(const std::string& sha256, uint64_t size);
+/// sha256 hex of a file's content and its git blob sha1 (either may be null);
+/// false on a read error.
+bool HashFile(const fs::path& p, std::string* sha256, std::string* git_sha1, uint64_t* size);
 
 /// True when `path` is a safe relative repo path: non-empty '/'-separated
-/// segments, none "." or "..", no backslash, no NUL, not absolute.
+/// segments, none "." or "..", no backslash, NUL, CR or LF, not absolute.
 bool IsSafeRepoPath(const std::string& path);
-/// Same for a ref name ("main", "refs/pr/1", "v1.0").
+/// IsSafeRepoPath and no `.git` or `.cache` segment (the Hub refuses both in
+/// commits; huggingface_hub refuses them on upload): what a commit may write.
+bool IsCommittablePath(const std::string& path);
+/// Same as IsSafeRepoPath for a ref name ("main", "refs/pr/1", "v1.0"), plus
+/// git's forbidden characters (space ~ ^ : ? * [ and controls).
 bool IsSafeRefName(const std::string& ref);
-bool IsValidRepoType(const std::string& t);
 bool IsValidRepoId(const std::string& id);
+/// Web URL prefix of a repo type: "", "datasets/", "spaces/".
+const char* TypePrefix(RepoType type);
 
 bool IsLfsPath(const std::string& path, uint64_t size, uint64_t threshold, bool by_extension);
 
-// ---- repo settings (.hubload-repo.json) ----
-struct RepoSettings {
-  bool private_repo = false;
-  std::string gated;                       // "" | "auto" | "manual"
-  std::vector<std::string> read_sha256;    // sha256 of tokens
-  std::vector<std::string> gated_sha256;   // sha256 of tokens
-  std::string created_at;
-  nlohmann::json commits = nlohmann::json::object();  // id -> {parent,title,date}
+/// Serialises every commit and ref change of this process.
+std::mutex& CommitMutex();
+
+// ---- repo settings, .hubload-repo.json (store_settings.cc) ----
+struct CommitRecord {
+  std::string parent, title, message, date;
 };
+struct RepoSettings {
+  bool present = false;  // the file exists: a store repo (else a plain cache)
+  bool private_repo = false;
+  std::string gated;                      // "" | "auto" | "manual"
+  std::vector<std::string> read_sha256;   // sha256 of tokens
+  std::vector<std::string> gated_sha256;  // sha256 of tokens
+  std::string created_at;
+  std::map<std::string, CommitRecord> commits;  // commit id -> record
+  std::map<std::string, std::string> tags;      // tag name -> message
+};
+/// Reads the settings; a missing or unreadable file gives defaults
+/// (present = false), a corrupt one defaults with a warning.
 RepoSettings LoadSettings(const fs::path& repo_dir);
 Status SaveSettings(const fs::path& repo_dir, const RepoSettings& s);
 
-// ---- reading a repo ----
+// ---- reading a repo (store_read.cc) ----
 struct Entry {
   std::string path;      // repo path
   bool is_dir = false;
   uint64_t size = 0;     // content size (0 for directories)
-  fs::path file;         // resolved content file (inside root)
+  fs::path file;         // resolved content file (inside root); empty when !present
   bool lfs = false;
   std::string sha256;    // LFS only
   std::string oid;       // git blob sha1 (of the pointer for LFS), tree pseudo-oid for dirs
   std::string etag;      // unquoted: sha256 (LFS) or git sha1
   uint64_t pointer_size = 0;
   std::string blob_name;  // file name under blobs/ when it is a blob
+  /// false: listed by trees/<commit>.json but absent from the store.
+  bool present = true;
 };
 
-/// Repo folder for (type, id) under root; nullopt when the names are invalid.
-std::optional<fs::path> RepoDir(const fs::path& root, const std::string& repo_type, const std::string& repo_id);
+/// Repo folder for (type, id) under root; nullopt when the id is invalid.
+std::optional<fs::path> RepoDir(const fs::path& root, RepoType repo_type, const std::string& repo_id);
 
-/// Resolves a decoded revision (branch, ref path, "HEAD", full or >=7-hex
-/// prefix commit) to a commit that has a snapshot. nullopt when not found.
+/// Resolves a decoded revision (branch, tag, ref path, "HEAD", full or
+/// >= 7-hex prefix commit) to a commit that has a snapshot. nullopt when not found.
 std::optional<std::string> ResolveRevision(const fs::path& repo_dir, const std::string& revision);
 
+/// One file of a huggingface_hub tree listing (trees/<commit>.json).
+struct ListedFile {
+  uint64_t size = 0;
+  std::string blob_id, lfs_sha256;
+};
+/// The listing of `commit` when the repo is a plain cache (no settings) and
+/// trees/<commit>.json exists and is valid (format_version 1, safe paths,
+/// sizes, hex ids; read through util::JsonIn). nullopt otherwise; a corrupt
+/// file is ignored with one warning.
+std::optional<std::map<std::string, ListedFile>> ReadTreeListing(const fs::path& repo_dir, const std::string& commit);
+
+/// How much of a snapshot the store can vouch for.
+enum class Completeness {
+  kComplete,  // store repo, or a listing whose files are all present
+  kListed,    // a listing names files the store lacks
+  kUnproven,  // a plain cache snapshot without a listing
+};
+Completeness SnapshotCompleteness(const fs::path& root, const fs::path& repo_dir, const std::string& commit);
+
 /// Describes the file or directory `path` ("" = root) in snapshot `commit`.
-/// Returns NotFound when absent, PermissionDenied when it escapes `root`.
+/// Returns EntryNotFound when absent, PermissionDenied when it escapes `root`.
+/// A file only in the snapshot's listing is returned with present = false.
 Result<Entry> Stat(const fs::path& root, const fs::path& repo_dir, const std::string& commit, const std::string& path);
 
 /// Lists `dir` ("" = root) of a snapshot: immediate children, or every file
 /// and directory below it when recursive. Sorted by path. Entries escaping
-/// root are skipped.
+/// root are skipped. With a listing, its files (present or not) are listed.
 Result<std::vector<Entry>> List(const fs::path& root, const fs::path& repo_dir, const std::string& commit,
                                 const std::string& dir, bool recursive);
 
@@ -90,9 +130,12 @@ struct LastCommit {
   std::string id, title, date;
 };
 /// Last commit (walking the commit log from `commit`) that changed `path`.
-LastCommit LastCommitFor(const fs::path& repo_dir, const std::string& commit, const std::string& path);
+LastCommit LastCommitFor(const fs::path& repo_dir, const RepoSettings& s, const std::string& commit,
+                         const std::string& path);
+/// Date of a commit: its log record, else its snapshot folder's mtime.
+std::string CommitDate(const fs::path& repo_dir, const RepoSettings& s, const std::string& commit);
 
-// ---- writing ----
+// ---- writing (store_commit.cc) ----
 struct Op {
   CommitOperation::Kind kind = CommitOperation::Kind::kAdd;
   std::string path;
@@ -109,5 +152,11 @@ Result<std::string> Commit(const fs::path& root, const std::string& repo_id, con
 /// Moves `tmp_file` (same file system) into repo blobs as `name` (no-op when
 /// present). Returns the final path.
 Status InstallBlob(const fs::path& repo_dir, const fs::path& tmp_file, const std::string& name);
+
+/// kConflict (reason RefExists) when refs/<name> would clash with an existing
+/// ref ("a/b" beside the file "a", or "a" beside the folder "a/").
+Status RefClash(const fs::path& repo_dir, const std::string& name);
+/// Writes refs/<name> = commit atomically (folders created); RefClash first.
+Status WriteRef(const fs::path& repo_dir, const std::string& name, const std::string& commit);
 
 }  // namespace hubload::server::internal

@@ -36,6 +36,17 @@ inline constexpr std::string_view kBadJson = "BadJson";
 /// JSON whose field has the wrong type, range or shape, or is missing.
 inline constexpr std::string_view kBadJsonField = "BadJsonField";
 
+// ---- server (hubload serve) -------------------------------------------------
+/// A request body or query string the server cannot accept (answered 400).
+inline constexpr std::string_view kBadRequestBody = "BadRequestBody";
+/// An LFS batch object without a valid oid/size (answered 422, as git-lfs servers).
+inline constexpr std::string_view kBadLfsObject = "BadLfsObject";
+/// A branch or tag of that name exists already, or the name clashes with one
+/// ("a/b" beside "a", as git refuses) (answered 409).
+inline constexpr std::string_view kRefExists = "RefExists";
+/// A commit's parent_commit is not the branch head (answered 412, as the Hub).
+inline constexpr std::string_view kParentMismatch = "ParentMismatch";
+
 // ---- weights resolution and loading ----------------------------------------
 inline constexpr std::string_view kWeightsNotFound = "WeightsNotFound";
 inline constexpr std::string_view kVariantNotFound = "VariantNotFound";

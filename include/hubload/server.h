@@ -10,12 +10,19 @@
 //     blobs/<sha256>          LFS file (name = sha256 of the content, 64 hex)
 //     blobs/<git-sha1>        regular file (name = git blob sha1, 40 hex)
 //     snapshots/<commit>/...  complete tree of that commit, relative symlinks
-//     refs/<branch>           40-hex commit id, no newline (refs/refs/pr/N for PRs)
+//     refs/<branch or tag>    40-hex commit id, no newline (refs/refs/pr/N for PRs)
+//     trees/<commit>.json     file listing of a commit (huggingface_hub _tree_cache)
 //     .hubload-repo.json      store-only settings: private, gated, access lists
 //                             (sha256 of tokens, never tokens), commit log
-//                             (parent, title, date). Absent = public repo.
+//                             (parent, title, message, date), tag names.
 // A client cache never contains `.hubload-repo.json`; the server treats its
-// absence as "public, ungated, no history" (mirror mode).
+// absence as "public, ungated, no history" (mirror mode). A store repo's
+// snapshots are complete by construction. A cache snapshot is served as
+// complete only when trees/<commit>.json lists it: the info, tree and
+// paths-info answers then list every file of the listing, and a listed file
+// the cache lacks answers 404 EntryNotFound (or is pulled from
+// ServerOptions::upstream). Without a listing only the files present are
+// listed, and Start() warns that the snapshot may be partial.
 //
 // Commit ids are 40-hex SHA-1 values computed by hubload over (parent, sorted
 // path/oid list, message, time); they are unique but are not git commit objects.
@@ -29,148 +36,21 @@
 // *.ot, *.tflite, *.joblib). Empty files are always regular.
 #pragma once
 
-#include <atomic>
-#include <chrono>
+
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hubload/cache.h"
+#include "hubload/server_faults.h"
 #include "hubload/status.h"
 
 namespace hubload::server {
 
 inline constexpr uint64_t kDefaultLfsThresholdBytes = 10ull * 1024 * 1024;
-
-// ---------------------------------------------------------------------------
-// Faults for tests.
-// ---------------------------------------------------------------------------
-
-/// Fault switches injected by the server. Every switch can be set before
-/// Start (in ServerOptions::faults) and changed on a running server through
-/// Server::faults(). A `path_substring` matches when it occurs in the request
-/// target's path (percent-decoded, query excluded); empty matches every path.
-/// Rules with a count apply to the next `count` matching requests/responses
-/// and then expire; count < 0 means "forever".
-///
-/// Thread safety: all methods are safe to call concurrently with each other
-/// and with a running server. Copying copies the current switch values.
-class Faults {
- public:
-  Faults() = default;
-  Faults(const Faults& other);
-  Faults& operator=(const Faults& other);
-
-  /// Answers the next `count` requests whose path contains `path_substring`
-  /// with `status` (e.g. 500, 503, 429) and a JSON body {"error": ...};
-  /// when retry_after_s >= 0 the answer carries `Retry-After: retry_after_s`.
-  void SetStatusForNext(std::string path_substring, int status, int count, int retry_after_s = -1);
-
-  /// For the next `count` responses with a body (HEAD and 304 answers do not
-  /// count) to matching paths, closes the connection abruptly after
-  /// `after_bytes` bytes of the body (headers are sent whole). An LFS file's
-  /// body comes from the CDN listener, whose paths are
-  /// "/<repo folder>/<blob>", e.g. match "models--org--name".
-  void SetDropAfterBytes(std::string path_substring, uint64_t after_bytes, int count);
-
-  /// For the next `count` responses with a body to matching paths, sends
-  /// `after_bytes` bytes of the body, then nothing for `stall_ms`
-  /// milliseconds while keeping the connection open (a proxy or CDN that
-  /// hangs mid-transfer: B19 b), then the rest of the body. The stall ends
-  /// early when the client closes the connection or the server stops.
-  /// Paths match as in SetDropAfterBytes (LFS bodies: "/<repo folder>/<blob>").
-  void SetStallAfterBytes(std::string path_substring, uint64_t after_bytes, int stall_ms, int count);
-
-  /// Sleeps `ms` milliseconds before answering every request (0 = off).
-  void SetLatencyMs(int ms);
-
-  /// Caps every connection's body throughput at `bytes_per_s` (0 = off).
-  void SetBandwidthBytesPerSec(uint64_t bytes_per_s);
-
-  /// Caps the SUM of all connections' body throughput at `bytes_per_s`
-  /// (0 = off): one link shared by every connection (a home line, a node's
-  /// uplink). Connections take turns in pieces of at most 64 KiB, so each
-  /// gets an equal share while several are busy. Combines with the
-  /// per-connection cap (both apply).
-  void SetTotalBandwidthBytesPerSec(uint64_t bytes_per_s);
-
-  /// When true, `Range` headers are ignored: 200 with the full body.
-  void SetIgnoreRange(bool on);
-
-  /// When true, responses carry neither Content-Length nor Content-Range; the
-  /// body is close-delimited (`Connection: close`, connection closed after it).
-  void SetStripContentLength(bool on);
-
-  /// After the `after_requests`-th request (counted from now) whose path
-  /// contains `path_substring` has been answered, replaces `path_in_repo` of
-  /// repo `repo_id` on `branch` with `new_content` (a new commit, so the file
-  /// gets a new etag and the branch a new head; older snapshots stay).
-  /// Use it to test "file changed between HEAD and GET".
-  void ReplaceFileAfter(std::string path_substring, int after_requests, std::string repo_id,
-                        std::string path_in_repo, std::string new_content,
-                        std::string repo_type = "model", std::string branch = "main");
-
-  /// Removes every switch.
-  void Clear();
-
-  // ---- used by the server (also readable by tests) ----
-  struct StatusRule {
-    std::string path_substring;
-    int status = 500;
-    int remaining = 1;
-    int retry_after_s = -1;
-  };
-  struct DropRule {
-    std::string path_substring;
-    uint64_t after_bytes = 0;
-    int remaining = 1;
-  };
-  struct StallRule {
-    std::string path_substring;
-    uint64_t after_bytes = 0;
-    int stall_ms = 0;
-    int remaining = 1;
-  };
-  struct ReplaceRule {
-    std::string path_substring;
-    int remaining_requests = 1;
-    std::string repo_id, path_in_repo, new_content, repo_type, branch;
-  };
-  /// Consumes one use of the first status rule matching `path`, if any.
-  std::optional<StatusRule> TakeStatus(const std::string& path);
-  /// Consumes one use of the first drop rule matching `path`; returns the byte
-  /// count after which to drop.
-  std::optional<uint64_t> TakeDrop(const std::string& path);
-  /// Consumes one use of the first stall rule matching `path`, if any.
-  std::optional<StallRule> TakeStall(const std::string& path);
-  /// Counts one answered request to `path`; returns the replacements now due.
-  std::vector<ReplaceRule> TakeDueReplacements(const std::string& path);
-  int latency_ms() const;
-  uint64_t bandwidth_bytes_per_s() const;
-  uint64_t total_bandwidth_bytes_per_s() const;
-  /// Blocks until `n` more body bytes fit under the total cap (returns at once
-  /// when it is off, or when `stopping` becomes true while waiting).
-  void ThrottleTotal(uint64_t n, const std::atomic<bool>& stopping);
-  bool ignore_range() const;
-  bool strip_content_length() const;
-
- private:
-  mutable std::mutex mu_;
-  std::vector<StatusRule> status_rules_;
-  std::vector<DropRule> drop_rules_;
-  std::vector<StallRule> stall_rules_;
-  std::vector<ReplaceRule> replace_rules_;
-  int latency_ms_ = 0;
-  uint64_t bandwidth_ = 0;
-  uint64_t total_bandwidth_ = 0;
-  /// Total cap: the time at which the link is free again (virtual clock).
-  std::chrono::steady_clock::time_point link_free_at_{};
-  bool ignore_range_ = false;
-  bool strip_length_ = false;
-};
 
 // ---------------------------------------------------------------------------
 // Server.
@@ -179,24 +59,45 @@ class Faults {
 struct ServerOptions {
   /// Store root (cache layout, see the top of this file). Must exist.
   std::string root;
-  /// Address of the hub listener and the host name used in its URLs.
+  /// Address both listeners bind ("127.0.0.1", "127.0.0.2", "0.0.0.0", "::",
+  /// or a name that resolves to a local address).
   std::string host = "127.0.0.1";
   /// Hub port; 0 = pick a free port (see Server::port()).
   uint16_t port = 0;
-  /// Host name of the second listener standing for the CDN (LFS redirects
-  /// point there). It listens on the same address as `host`, another port;
-  /// use a different name for the same address (127.0.0.1 vs localhost) so
-  /// clients see a cross-host redirect and drop Authorization.
-  std::string cdn_host = "localhost";
+  /// Addresses handed out (issue 19). URLs in answers (LFS redirects, upload
+  /// actions, commit and PR URLs, pagination links) are built from, in order:
+  /// `public_url` when set (scheme://host[:port][/path], used verbatim: the
+  /// address of a proxy or Service in front of the server, path prefix
+  /// included); else "http://" + the request's Host header when it is a valid
+  /// host[:port] (no path, space, CR or LF) + the path prefix; else the
+  /// configured address ("http://host:port", 0.0.0.0 given as 127.0.0.1).
+  std::string public_url;
+  /// Host name used in the URLs of the second listener standing for the CDN
+  /// (LFS redirects and LFS download actions point there). Empty (default):
+  /// the host of `public_url` when set, else the host name the client used in
+  /// its Host header, else the configured address; always with the CDN port
+  /// (a different origin, so clients drop Authorization). Set a name to
+  /// override it (e.g. "localhost" for a cross-name redirect).
+  std::string cdn_host;
   /// Accepted bearer tokens. Empty = any token is accepted (for public repos;
   /// private/gated access lists still apply). A token not accepted gets 401
   /// + `X-Error-Message: Invalid credentials in Authorization header`.
   std::vector<std::string> tokens;
   /// Mirror mode: every write endpoint answers 403.
   bool read_only = false;
+  /// Pull-through mirror (issue 19): the Hub endpoint ("http://host:port") a
+  /// file listed by a snapshot's trees/<commit>.json but absent from the store
+  /// is fetched from (HubClient::Download into `root`, so concurrent requests
+  /// for one file cause one upstream download) before it is served. Empty: such
+  /// files answer 404 EntryNotFound.
+  std::string upstream;
+  /// Bearer token sent to `upstream` (empty = none). Never logged.
+  std::string upstream_token;
   /// JSON-lines access log file (appended), empty = none. One line per
-  /// request: {"time","method","path","status","range","bytes"}; the query
-  /// string and headers (so tokens and URL signatures) are never written.
+  /// request: {"time","method","path","status","range","bytes"} (+
+  /// "listener":"cdn" on the CDN, "unproven":true for answers from a snapshot
+  /// the store cannot prove complete); the query string and headers (so
+  /// tokens and URL signatures) are never written.
   std::string access_log;
   Faults faults;
   /// Worker threads for accepting; each connection is served on its own thread.
@@ -226,20 +127,28 @@ struct ServerStats {
   std::map<std::string, uint64_t> body_bytes_per_path;
 };
 
+/// The Hub test double. Every request is answered: malformed input gets 400
+/// (JSON body {"error": ...}), a bug of ours 500 with a log line; no request
+/// ends the process or another connection.
 class Server {
  public:
-  /// Binds both listeners and starts serving. Errors: InvalidArgument (root
-  /// missing, bad host), IOError (bind/listen failure, access log not
-  /// writable). Thread safety: the returned server's methods are thread-safe.
+  /// Binds both listeners on `options.host` and starts serving; warns (log)
+  /// about mirror snapshots the store cannot prove complete. Errors:
+  /// InvalidArgument (root missing, bad host, bad public_url/upstream),
+  /// IOError (bind/listen failure, access log not writable). Thread safety:
+  /// the returned server's methods are thread-safe.
   static Result<std::unique_ptr<Server>> Start(ServerOptions options);
 
   ~Server();  // Stop()s.
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  /// "http://HOST:PORT" of the hub listener (the endpoint clients use).
+  /// The endpoint clients use: public_url when set, else
+  /// "http://HOST:PORT" of the hub listener (0.0.0.0 as 127.0.0.1, :: as
+  /// [::1]) followed by the current path prefix.
   std::string url() const;
-  /// "http://CDN_HOST:CDN_PORT" of the CDN listener.
+  /// "http://CDN_HOST:CDN_PORT" of the CDN listener (CDN_HOST as for url()
+  /// when ServerOptions::cdn_host is empty).
   std::string cdn_url() const;
   uint16_t port() const;
   uint16_t cdn_port() const;
@@ -266,11 +175,13 @@ class Server {
 };
 
 // ---------------------------------------------------------------------------
-// Store (library calls; also used by `hubload store add`).
+// Store (library calls; also used by `hubload store add`). All are
+// thread-safe: commits and ref changes are serialised per process, and the
+// snapshot and the ref of a commit appear atomically.
 // ---------------------------------------------------------------------------
 
 struct CreateRepoOptions {
-  std::string repo_type = "model";  // model | dataset | space
+  RepoType repo_type = RepoType::kModel;
   std::string branch = "main";
   std::string commit_message = "Initial commit";
   bool private_repo = false;
@@ -292,8 +203,7 @@ struct CreateRepoOptions {
 /// and .hubload-repo.json. Returns the commit id (40 hex). If the repo exists
 /// (and !fail_if_exists) the folder becomes a new commit on `branch` whose
 /// tree is exactly the folder. Errors: InvalidArgument (bad repo_id/type,
-/// folder missing), Conflict, IOError. Thread-safe (commits are serialised
-/// per process); the snapshot and the ref appear atomically.
+/// folder missing), Conflict, IOError.
 Result<std::string> CreateRepoFromFolder(const std::string& root, const std::string& repo_id,
                                          const std::string& folder, const CreateRepoOptions& options = {});
 
@@ -313,7 +223,7 @@ struct CommitOperation {
 };
 
 struct CommitOptions {
-  std::string repo_type = "model";
+  RepoType repo_type = RepoType::kModel;
   std::string branch = "main";  // may be "refs/pr/N"
   std::string message = "Update files";
   std::string description;
@@ -330,7 +240,7 @@ struct CommitOptions {
 /// then `ops` alone, or base_commit's tree plus ops) as one atomic commit.
 /// Returns the new commit id. Errors: RepoNotFound, Conflict (parent_commit),
 /// EntryNotFound (deleting a missing path), InvalidArgument (bad path such as
-/// "../x", absolute, empty segment), IOError. Thread-safe.
+/// "../x", absolute, empty segment, a `.git` or `.cache` segment), IOError.
 Result<std::string> CommitFiles(const std::string& root, const std::string& repo_id,
                                 const std::vector<CommitOperation>& ops, const CommitOptions& options = {});
 
@@ -342,7 +252,7 @@ Result<std::string> ReplaceFile(const std::string& root, const std::string& repo
 /// (which must have a snapshot). Errors: RepoNotFound, RevisionNotFound,
 /// InvalidArgument (ref escaping refs/).
 Status SetRef(const std::string& root, const std::string& repo_id, const std::string& ref_name,
-              const std::string& commit, const std::string& repo_type = "model");
+              const std::string& commit, RepoType repo_type = RepoType::kModel);
 
 struct RepoAccess {
   bool private_repo = false;
@@ -352,12 +262,59 @@ struct RepoAccess {
 };
 /// Rewrites the access settings of an existing repo (stored as token sha256).
 Status SetRepoAccess(const std::string& root, const std::string& repo_id, const RepoAccess& access,
-                     const std::string& repo_type = "model");
+                     RepoType repo_type = RepoType::kModel);
 
-/// "models--org--name" for ("model", "org/name"); empty when invalid.
-std::string RepoFolderName(const std::string& repo_type, const std::string& repo_id);
+// ---- refs and history (huggingface_hub HfApi.create_branch / delete_branch /
+// create_tag / delete_tag / list_repo_refs / list_repo_commits) ----
 
-/// Git blob sha1 ("blob <size>\0" + content), 40 lower-case hex.
-std::string GitBlobSha1(const std::string& content);
+/// One ref as the Hub's `/refs` API lists it: name "main" / "v1.0" /
+/// "parquet" / "refs/pr/1"; ref "refs/heads/main" / "refs/tags/v1.0" /
+/// "refs/convert/parquet" / "refs/pr/1".
+struct RefInfo {
+  std::string name, ref, target_commit;
+};
+struct RepoRefs {
+  std::vector<RefInfo> branches, tags, converts, pull_requests;  // each sorted by name
+};
+/// Store layout of refs: branches and tags are files refs/<name> (tags are
+/// named in .hubload-repo.json; a plain cache has branches only), pull
+/// requests refs/refs/pr/<n>, converts refs/refs/convert/<name>.
+/// Errors: RepoNotFound.
+Result<RepoRefs> ListRefs(const std::string& root, const std::string& repo_id, RepoType repo_type = RepoType::kModel);
+
+/// Creates branch `branch` at `starting_point` (branch, tag or commit; ""
+/// = the head of main), or at a new commit with an empty tree when `empty`.
+/// `overwrite` moves an existing branch; with no starting point it leaves it
+/// as it is (as @huggingface/hub createBranch documents).
+/// Errors: RepoNotFound; RevisionNotFound (starting point); InvalidArgument
+/// (name starting with "refs/", a 40-hex name, unsafe name); Conflict (a
+/// branch or tag of that name exists and !overwrite, or a tag is overwritten).
+Status CreateBranch(const std::string& root, const std::string& repo_id, const std::string& branch,
+                    const std::string& starting_point = "", RepoType repo_type = RepoType::kModel,
+                    bool empty = false, bool overwrite = false);
+/// Deletes branch `branch`. Errors: RepoNotFound; RevisionNotFound (no such
+/// branch; tags are not branches); PermissionDenied (main, the default branch).
+Status DeleteBranch(const std::string& root, const std::string& repo_id, const std::string& branch,
+                    RepoType repo_type = RepoType::kModel);
+/// Tags `revision` (branch, tag or commit, >= 7 hex) as `tag`, with an
+/// optional message. Errors: RepoNotFound; RevisionNotFound; InvalidArgument
+/// (unsafe name, "refs/" prefix); Conflict (a branch or tag of that name exists).
+Status CreateTag(const std::string& root, const std::string& repo_id, const std::string& tag,
+                 const std::string& revision = "main", const std::string& message = "",
+                 RepoType repo_type = RepoType::kModel);
+/// Deletes tag `tag`. Errors: RepoNotFound; RevisionNotFound (no such tag).
+Status DeleteTag(const std::string& root, const std::string& repo_id, const std::string& tag,
+                 RepoType repo_type = RepoType::kModel);
+
+struct CommitInfo {
+  std::string id, parent, title, message;
+  std::string date;  // ISO 8601, UTC ("2026-12-01T10:00:00.000Z")
+};
+/// The commits reachable from `revision` through their parents, newest
+/// first (the store's commit log; a snapshot of a plain cache has no log and
+/// is listed alone, dated by its folder). Errors: RepoNotFound, RevisionNotFound.
+Result<std::vector<CommitInfo>> ListCommits(const std::string& root, const std::string& repo_id,
+                                            const std::string& revision = "main",
+                                            RepoType repo_type = RepoType::kModel);
 
 }  // namespace hubload::server

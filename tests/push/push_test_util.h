@@ -120,7 +120,7 @@ class PushServer {
   RecordingTransport& recorder() { return *recorder_; }
   fs::path store() const { return store_.path(); }
   fs::path RepoDir(const std::string& repo_id) const {
-    return store_.path() / server::RepoFolderName("model", repo_id);
+    return store_.path() / hubload::RepoFolderName(repo_id, RepoType::kModel);
   }
   /// Head of `ref` read from the store's refs folder ("" when absent).
   std::string Ref(const std::string& repo_id, const std::string& ref = "main") const {

@@ -3,7 +3,7 @@
 //   auto hub = hubload::testing::StartTestHub();
 //   std::string commit = hub->AddRepo("org/model", {{"config.json", "{}"}, {"model.safetensors", bytes}});
 //   ... point the client at hub->url() ...
-// The server binds 127.0.0.1 on a free port, its CDN listener "localhost" on
+// The server binds 127.0.0.1 on a free port, its CDN listener the same address on
 // another; both stop and the store is deleted when the TestHub is destroyed.
 #pragma once
 

@@ -36,8 +36,11 @@ struct ServeArgs {
   std::string root;
   hubload::server::ServerOptions opt;
   std::vector<std::string> tokens;
-  std::vector<std::string> fault_status, fault_drop, fault_stall, fault_replace;
+  std::vector<std::string> fault_status, fault_drop, fault_stall, fault_replace, fault_rate, fault_redirect;
   int latency_ms = 0;
+  int url_ttl_s = 0;
+  uint64_t url_bytes = 0;
+  std::string path_prefix;
   uint64_t bandwidth = 0;
   uint64_t total_bandwidth = 0;
   bool ignore_range = false, strip_length = false;
@@ -82,6 +85,58 @@ int RunServe(const ServeArgs& a) {
     ss << in.rdbuf();
     opt.faults.ReplaceFileAfter(p[1], static_cast<int>(n), p[0], p[1], ss.str());
   }
+  for (auto& f : a.fault_rate) {
+    // GROUP:QUOTA:WINDOW_S[:HINTS], HINTS a comma list of ratelimit, retry-after, retry-after-date, none.
+    auto p = SplitColon(f, 4);
+    long long quota = 0, window = 0;
+    unsigned hints = Faults::kRateLimitHeaders;
+    bool ok = p.size() >= 3 && ToInt(p[1], &quota) && ToInt(p[2], &window) && quota >= 0 && window > 0;
+    if (ok && p.size() == 4) {
+      hints = 0;
+      size_t start = 0;
+      while (ok && start <= p[3].size()) {
+        size_t c = p[3].find(',', start);
+        if (c == std::string::npos) c = p[3].size();
+        std::string h = p[3].substr(start, c - start);
+        if (h == "ratelimit") hints |= Faults::kRateLimitHeaders;
+        else if (h == "retry-after") hints |= Faults::kRetryAfterSeconds;
+        else if (h == "retry-after-date") hints |= Faults::kRetryAfterDate;
+        else if (h != "none") ok = false;
+        start = c + 1;
+      }
+    }
+    if (!ok || (p[0] != "resolvers" && p[0] != "api" && p[0] != "cdn"))
+      return hubload::cli::Fail("serve", "--fault-rate-limit wants resolvers|api|cdn:QUOTA:WINDOW_S[:HINTS] with HINTS "
+                                         "from ratelimit,retry-after,retry-after-date,none, got '" + f + "'");
+    opt.faults.SetRateLimit(p[0], static_cast<int>(quota), static_cast<int>(window), hints);
+  }
+  for (auto& f : a.fault_redirect) {
+    // FROM:TO[:STATUS[:FORM[:COUNT]]]
+    auto p = SplitColon(f, 5);
+    long long status = 307, count = -1;
+    Faults::RedirectForm form = Faults::RedirectForm::kPathOnly;
+    bool ok = p.size() >= 2 && !p[0].empty() && p[0][0] == '/' && !p[1].empty() && p[1][0] == '/';
+    if (ok && p.size() >= 3) ok = ToInt(p[2], &status) && (status == 301 || status == 302 || status == 303 ||
+                                                           status == 307 || status == 308);
+    if (ok && p.size() >= 4) {
+      if (p[3] == "path") form = Faults::RedirectForm::kPathOnly;
+      else if (p[3] == "relative") form = Faults::RedirectForm::kRelative;
+      else if (p[3] == "absolute") form = Faults::RedirectForm::kAbsolute;
+      else if (p[3] == "protocol-relative") form = Faults::RedirectForm::kProtocolRelative;
+      else ok = false;
+    }
+    if (ok && p.size() == 5) ok = ToInt(p[4], &count);
+    if (!ok)
+      return hubload::cli::Fail("serve", "--fault-redirect wants /FROM:/TO[:STATUS[:path|relative|absolute|"
+                                         "protocol-relative[:COUNT]]], got '" + f + "'");
+    opt.faults.SetRedirect(p[0], p[1], static_cast<int>(status), form, static_cast<int>(count));
+  }
+  if (a.url_ttl_s < 0) return hubload::cli::Fail("serve", "--fault-url-ttl must be >= 0");
+  opt.faults.SetSignedUrlTtl(a.url_ttl_s);
+  opt.faults.SetSignedUrlByteBudget(a.url_bytes);
+  if (!a.path_prefix.empty() && a.path_prefix[0] != '/')
+    return hubload::cli::Fail("serve", "--path-prefix must start with '/', got '" + a.path_prefix + "'");
+  opt.faults.SetPathPrefix(a.path_prefix);
   opt.faults.SetLatencyMs(a.latency_ms);
   opt.faults.SetBandwidthBytesPerSec(a.bandwidth);
   opt.faults.SetTotalBandwidthBytesPerSec(a.total_bandwidth);
@@ -98,8 +153,9 @@ int RunServe(const ServeArgs& a) {
   if (!server.ok()) return hubload::cli::Fail("serve", server.status().ToString());
   std::printf("listening on %s\n", (*server)->url().c_str());
   std::fflush(stdout);
-  std::fprintf(stderr, "hubload serve: store %s, CDN listener %s%s\n", (*server)->root().c_str(),
-               (*server)->cdn_url().c_str(), opt.read_only ? ", read-only mirror" : "");
+  std::fprintf(stderr, "hubload serve: store %s, CDN listener %s%s%s\n", (*server)->root().c_str(),
+               (*server)->cdn_url().c_str(), opt.read_only ? ", read-only mirror" : "",
+               opt.upstream.empty() ? "" : (", pulling missing files from " + opt.upstream).c_str());
   int sig = 0;
   sigwait(&set, &sig);
   (*server)->Stop();
@@ -110,10 +166,17 @@ hubload::cli::Command reg{"serve", [](CLI::App& app, hubload::cli::Global&) {
   auto a = std::make_shared<ServeArgs>();
   auto* sub = app.add_subcommand("serve", "Serve a store (Hugging Face cache layout) as a Hub-compatible HTTP server");
   sub->add_option("root", a->root, "store root folder (cache layout: models--org--name/...)")->required();
-  sub->add_option("--host", a->opt.host, "listen address and URL host")->capture_default_str();
+  sub->add_option("--host", a->opt.host, "listen address of both listeners (e.g. 0.0.0.0)")->capture_default_str();
   sub->add_option("--port", a->opt.port, "hub port (0 = any free port)")->capture_default_str();
-  sub->add_option("--cdn-host", a->opt.cdn_host, "host name of the CDN listener used in LFS redirects")
-      ->capture_default_str();
+  sub->add_option("--public-url", a->opt.public_url,
+                  "base of the URLs handed out (behind a proxy or Service); default: the Host the client used");
+  sub->add_option("--cdn-host", a->opt.cdn_host,
+                  "host name in LFS redirects to the CDN listener (default: the host the client used)");
+  sub->add_option("--upstream", a->opt.upstream,
+                  "pull-through mirror: fetch files a snapshot listing names but the store lacks from this Hub");
+  sub->add_option("--upstream-token", a->opt.upstream_token, "bearer token for --upstream (never printed)");
+  sub->add_option("--path-prefix", a->path_prefix,
+                  "serve the Hub API only under this path (e.g. /artifactory/api/huggingfaceml/x); 404 elsewhere");
   sub->add_option("--token", a->tokens, "accepted bearer token (repeatable; none = any token accepted)");
   sub->add_flag("--read-only", a->opt.read_only, "mirror mode: refuse every write");
   sub->add_option("--access-log", a->opt.access_log, "append one JSON line per request to FILE");
@@ -140,6 +203,15 @@ hubload::cli::Command reg{"serve", [](CLI::App& app, hubload::cli::Global&) {
   sub->add_flag("--fault-ignore-range", a->ignore_range, "ignore Range (200 with the full body)");
   sub->add_flag("--fault-strip-length", a->strip_length,
                 "send neither Content-Length nor Content-Range (close-delimited bodies)");
+  sub->add_option("--fault-rate-limit", a->fault_rate,
+                  "GROUP:QUOTA:WINDOW_S[:HINTS] fixed-window quota per endpoint group (resolvers|api|cdn); over it 429 "
+                  "with HINTS from ratelimit,retry-after,retry-after-date,none (default ratelimit)");
+  sub->add_option("--fault-redirect", a->fault_redirect,
+                  "/FROM:/TO[:STATUS[:FORM[:COUNT]]] redirect paths starting with /FROM to /TO (STATUS 307; FORM "
+                  "path|relative|absolute|protocol-relative)");
+  sub->add_option("--fault-url-ttl", a->url_ttl_s, "signed CDN/upload URLs expire after SECONDS (0 = --signed-url-ttl)");
+  sub->add_option("--fault-url-bytes", a->url_bytes,
+                  "each signed CDN URL serves at most BYTES in all, then answers 403 'Request has expired'");
   sub->add_option("--fault-replace", a->fault_replace,
                   "REPO_ID:PATH_IN_REPO:LOCAL_FILE:AFTER_N commit LOCAL_FILE as PATH_IN_REPO after N requests to it");
   return [a]() { return RunServe(*a); };

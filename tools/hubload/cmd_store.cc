@@ -10,6 +10,7 @@ struct StoreArgs {
   std::string root, repo_id, folder;
   hubload::server::CreateRepoOptions opt;
   bool gated = false;
+  std::string repo_type = "model";
 };
 
 hubload::cli::Command reg{"store", [](CLI::App& app, hubload::cli::Global&) {
@@ -20,7 +21,7 @@ hubload::cli::Command reg{"store", [](CLI::App& app, hubload::cli::Global&) {
   add->add_option("root", a->root, "store root folder")->required();
   add->add_option("repo_id", a->repo_id, "repo id, e.g. org/name")->required();
   add->add_option("folder", a->folder, "folder whose files become the repo tree")->required();
-  add->add_option("--repo-type", a->opt.repo_type, "model|dataset|space")->capture_default_str();
+  add->add_option("--repo-type", a->repo_type, "model|dataset|space")->capture_default_str();
   add->add_option("--revision", a->opt.branch, "branch to commit to")->capture_default_str();
   add->add_option("--message", a->opt.commit_message, "commit message")->capture_default_str();
   add->add_flag("--private", a->opt.private_repo, "make the repo private");
@@ -31,6 +32,9 @@ hubload::cli::Command reg{"store", [](CLI::App& app, hubload::cli::Global&) {
       ->capture_default_str();
   return [a]() {
     if (a->gated) a->opt.gated = "auto";
+    auto type = hubload::ParseRepoType(a->repo_type);
+    if (!type.ok()) return hubload::cli::Fail("store add", type.status().message());
+    a->opt.repo_type = *type;
     std::error_code ec;
     if (!std::filesystem::is_directory(a->root, ec)) std::filesystem::create_directories(a->root, ec);
     auto c = hubload::server::CreateRepoFromFolder(a->root, a->repo_id, a->folder, a->opt);

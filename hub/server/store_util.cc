@@ -1,0 +1,151 @@
+// Store names, hashing and the LFS rule (store_internal.h).
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <vector>
+
+#include "hub/server/store_internal.h"
+#include "util/digest.h"
+#include "util/hex.h"
+
+namespace hubload::server::internal {
+namespace {
+
+const char* kLfsExtensions[] = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".onnx", ".msgpack",
+                                ".gguf", ".npy", ".npz", ".pkl", ".pickle", ".parquet", ".arrow", ".zip",
+                                ".tar", ".gz", ".tgz", ".model", ".ot", ".tflite", ".joblib"};
+
+}  // namespace
+
+std::mutex& CommitMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+bool IsHexOf(std::string_view s, size_t min_len, size_t max_len) {
+  return s.size() >= min_len && s.size() <= max_len && util::IsLowerHex(s);
+}
+
+std::string NowIso8601() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+std::string LfsPointer(const std::string& sha256, uint64_t size) {
+  return "version https://git-lfs.github.com/spec/v1\noid sha256:" + sha256 + "\nsize " + std::to_string(size) + "\n";
+}
+
+bool HashFile(const fs::path& p, std::string* sha256, std::string* git_sha1, uint64_t* size) {
+  std::error_code ec;
+  uint64_t n = fs::file_size(p, ec);
+  if (ec) return false;
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (!f) return false;
+  util::Digest d256(util::Digest::Kind::kSha256);
+  util::Digest d1 = util::GitBlobHasher(n);
+  std::vector<char> buf(1 << 20);
+  uint64_t total = 0;
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    if (sha256) d256.Update(buf.data(), got);
+    if (git_sha1) d1.Update(buf.data(), got);
+    total += got;
+  }
+  bool ok = !std::ferror(f) && total == n;
+  std::fclose(f);
+  if (sha256) *sha256 = d256.HexDigest();
+  if (git_sha1) *git_sha1 = d1.HexDigest();
+  if (size) *size = total;
+  return ok;
+}
+
+bool IsSafeRepoPath(const std::string& path) {
+  if (path.empty() || path.size() > 4096 || path.front() == '/' || path.back() == '/') return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string_view seg(path.data() + start, end - start);
+    if (seg.empty() || seg == "." || seg == ".." || seg.size() > 255) return false;
+    start = end + 1;
+  }
+  for (char c : path)
+    if (c == '\\' || c == '\0' || c == '\n' || c == '\r') return false;
+  return true;
+}
+
+bool IsCommittablePath(const std::string& path) {
+  if (!IsSafeRepoPath(path)) return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string_view seg(path.data() + start, end - start);
+    if (seg == ".git" || seg == ".cache") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+bool IsSafeRefName(const std::string& ref) {
+  if (!IsSafeRepoPath(ref)) return false;
+  for (char c : ref)
+    if (static_cast<unsigned char>(c) < 0x20 || c == ' ' || c == '~' || c == '^' || c == ':' || c == '?' ||
+        c == '*' || c == '[' || c == 0x7f)
+      return false;
+  return ref.find("..") == std::string::npos && ref.find("@{") == std::string::npos;
+}
+
+bool IsValidRepoId(const std::string& id) {
+  if (id.empty() || id.size() > 200) return false;
+  size_t slash = id.find('/');
+  if (slash != std::string::npos && id.find('/', slash + 1) != std::string::npos) return false;
+  size_t start = 0;
+  while (true) {
+    size_t end = id.find('/', start);
+    std::string seg = id.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (seg.empty() || seg == "." || seg == ".." || seg.find("--") != std::string::npos || seg.front() == '-' ||
+        seg.front() == '.')
+      return false;
+    for (char c : seg)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return true;
+}
+
+const char* TypePrefix(RepoType type) {
+  switch (type) {
+    case RepoType::kDataset: return "datasets/";
+    case RepoType::kSpace: return "spaces/";
+    case RepoType::kModel: break;
+  }
+  return "";
+}
+
+bool IsLfsPath(const std::string& path, uint64_t size, uint64_t threshold, bool by_extension) {
+  if (size == 0) return false;
+  if (size >= threshold) return true;
+  if (!by_extension) return false;
+  for (const char* ext : kLfsExtensions) {
+    std::string_view e = ext;
+    if (path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0) return true;
+  }
+  return false;
+}
+
+std::optional<fs::path> RepoDir(const fs::path& root, RepoType repo_type, const std::string& repo_id) {
+  if (!IsValidRepoId(repo_id)) return std::nullopt;
+  return root / RepoFolderName(repo_id, repo_type);
+}
+
+}  // namespace hubload::server::internal
