@@ -1,9 +1,8 @@
-// safetensors -> at::Tensor (zero-copy / converted), local checkpoints, sharded
-// save, tensor summaries. ATen only (no torch::nn here).
+// Local checkpoints, sharded save, tensor summaries. ATen only (no torch::nn
+// here); tensors themselves: load_tensor.cc.
 #include <ATen/ATen.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,11 +15,12 @@
 #include <set>
 #include <unordered_map>
 
+#include "hubload/reasons.h"
 #include "hubload/split.h"
 #include "loader/safetensors/internal.h"
 #include "hubload/torch_loader.h"
-#include "loader/torch/convert.h"
 #include "loader/torch/internal.h"
+#include "util/digest.h"
 
 namespace hubload {
 namespace fs = std::filesystem;
@@ -47,322 +47,8 @@ std::string ShapeString(at::IntArrayRef s) {
 
 }  // namespace internal
 
-namespace {
-using safetensors::internal::RegexEscape;
-
-std::optional<at::ScalarType> NativeType(Dtype d) {
-  switch (d) {
-    case Dtype::BOOL: return at::kBool;
-    case Dtype::U8: return at::kByte;
-    case Dtype::I8: return at::kChar;
-    case Dtype::I16: return at::kShort;
-    case Dtype::I32: return at::kInt;
-    case Dtype::I64: return at::kLong;
-    case Dtype::F16: return at::kHalf;
-    case Dtype::BF16: return at::kBFloat16;
-    case Dtype::F32: return at::kFloat;
-    case Dtype::F64: return at::kDouble;
-    case Dtype::C64: return at::kComplexFloat;
-    default: return std::nullopt;
-  }
-}
-
-bool IsFloating(Dtype d) {
-  switch (d) {
-    case Dtype::F16:
-    case Dtype::BF16:
-    case Dtype::F32:
-    case Dtype::F64:
-    case Dtype::F8_E4M3:
-    case Dtype::F8_E5M2:
-    case Dtype::F8_E8M0:
-      return true;
-    default:
-      return false;
-  }
-}
-
-std::optional<convert::Fp8> Fp8Format(Dtype d) {
-  switch (d) {
-    case Dtype::F8_E4M3: return convert::Fp8::kE4M3FN;
-    case Dtype::F8_E5M2: return convert::Fp8::kE5M2;
-    case Dtype::F8_E8M0: return convert::Fp8::kE8M0;
-    default: return std::nullopt;
-  }
-}
-
-bool KeepInFp32(const std::string& name, const std::vector<std::string>& keep) {
-  if (keep.empty()) return false;
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t dot = name.find('.', start);
-    std::string_view comp(name.data() + start, (dot == std::string::npos ? name.size() : dot) - start);
-    for (const auto& k : keep)
-      if (comp == k) return true;
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return false;
-}
-
-Status Unsupported(const safetensors::TensorInfo& info, const std::string& why) {
-  Status st(Code::kUnsupported,
-            "tensor '" + info.name + "' has dtype " + safetensors::DtypeName(info.dtype) + ", which " + why,
-            "UnsupportedDtype");
-  st.mutable_context().tensor = info.name;
-  return st;
-}
-
-Result<std::vector<int64_t>> Sizes(const safetensors::TensorInfo& info) {
-  std::vector<int64_t> s;
-  for (uint64_t d : info.shape) {
-    if (d > static_cast<uint64_t>(INT64_MAX)) {
-      Status st(Code::kUnsupported, "tensor '" + info.name + "' has a dimension larger than 2^63-1", "ShapeTooLarge");
-      st.mutable_context().tensor = info.name;
-      return st;
-    }
-    s.push_back(static_cast<int64_t>(d));
-  }
-  return s;
-}
-
-std::string FileLabel(const safetensors::SafetensorsFile& file) {
-  return file.mapping() ? file.mapping()->path() : std::string("<unmapped>");
-}
-
-}  // namespace
-
-Result<TargetDtype> ParseTargetDtype(const std::string& text) {
-  if (text == "auto") return TargetDtype::kAuto;
-  if (text == "fp32" || text == "float32" || text == "F32") return TargetDtype::kF32;
-  if (text == "fp16" || text == "float16" || text == "F16") return TargetDtype::kF16;
-  if (text == "bf16" || text == "bfloat16" || text == "BF16") return TargetDtype::kBF16;
-  return Status(Code::kInvalidArgument, "unknown dtype '" + text + "' (expected auto, fp32, fp16 or bf16)",
-                "InvalidDtype");
-}
-
-Result<at::ScalarType> LoadedDtype(Dtype d, const std::string& name, const LoadOptions& options) {
-  auto native = NativeType(d);
-  auto fp8 = Fp8Format(d);
-  safetensors::TensorInfo info;
-  info.name = name;
-  info.dtype = d;
-  if (!native && !fp8) {
-    if (d == Dtype::U16) return at::kInt;
-    if (d == Dtype::U32) return at::kLong;
-    if (d == Dtype::U64) return at::kLong;
-    return Unsupported(info, "LibTorch 1.13 cannot represent and hubload does not convert");
-  }
-  if (!IsFloating(d)) return *native;
-  bool converting = options.dtype != TargetDtype::kAuto || !native;
-  if (converting && KeepInFp32(name, options.keep_in_fp32)) return at::kFloat;
-  switch (options.dtype) {
-    case TargetDtype::kF32: return at::kFloat;
-    case TargetDtype::kF16: return at::kHalf;
-    case TargetDtype::kBF16: return at::kBFloat16;
-    case TargetDtype::kAuto: break;
-  }
-  return native ? *native : at::kBFloat16;  // float8 under auto: exact bf16
-}
-
-Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info,
-                              const LoadOptions& options) {
-  HUBLOAD_ASSIGN_OR_RETURN(at::ScalarType target, LoadedDtype(info.dtype, info.name, options));
-  HUBLOAD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Sizes(info));
-  auto bytes = file.data(info);
-  if (bytes.size() != info.nbytes()) {
-    Status st(Code::kInvalidFormat, "tensor '" + info.name + "' lies outside '" + FileLabel(file) + "'",
-              "TensorOutOfRange");
-    st.mutable_context().tensor = info.name;
-    return st;
-  }
-  const uint64_t n = info.num_elements();
-  try {
-    auto cpu = at::TensorOptions().device(at::kCPU);
-    auto native = NativeType(info.dtype);
-    if (native) {
-      at::Tensor t;
-      const size_t item = at::elementSize(*native);
-      bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % item == 0;
-      if (n == 0) {
-        t = at::empty(sizes, cpu.dtype(*native));
-      } else if (info.dtype == Dtype::BF16 && target == at::kFloat) {
-        t = at::empty(sizes, cpu.dtype(at::kFloat));  // exact widening, without the generic cast
-        convert::BF16ToF32(bytes.data(), t.data_ptr<float>(), n);
-        return t;
-      } else if (aligned && !options.force_copy) {
-        std::shared_ptr<safetensors::MappedFile> keep = file.mapping();
-        t = at::from_blob(const_cast<uint8_t*>(bytes.data()), sizes, [keep](void*) mutable { keep.reset(); },
-                          cpu.dtype(*native));
-      } else {
-        t = at::empty(sizes, cpu.dtype(*native));
-        std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-      }
-      if (t.scalar_type() != target) t = t.to(target);
-      return t;
-    }
-    if (auto fp8 = Fp8Format(info.dtype)) {
-      if (target == at::kBFloat16) {
-        at::Tensor t = at::empty(sizes, cpu.dtype(at::kBFloat16));
-        convert::Fp8ToBF16(*fp8, bytes.data(), static_cast<uint16_t*>(t.data_ptr()), n);
-        return t;
-      }
-      at::Tensor t = at::empty(sizes, cpu.dtype(at::kFloat));
-      convert::Fp8ToF32(*fp8, bytes.data(), t.data_ptr<float>(), n);
-      if (target != at::kFloat) t = t.to(target);  // fp16: round to nearest even
-      return t;
-    }
-    if (info.dtype == Dtype::U16) {
-      at::Tensor t = at::empty(sizes, cpu.dtype(at::kInt));
-      convert::WidenU16(bytes.data(), t.data_ptr<int32_t>(), n);
-      return t;
-    }
-    if (info.dtype == Dtype::U32) {
-      at::Tensor t = at::empty(sizes, cpu.dtype(at::kLong));
-      convert::WidenU32(bytes.data(), t.data_ptr<int64_t>(), n);
-      return t;
-    }
-    if (info.dtype == Dtype::U64) {
-      at::Tensor t = at::empty(sizes, cpu.dtype(at::kLong));
-      size_t bad = 0;
-      if (!convert::NarrowU64(bytes.data(), t.data_ptr<int64_t>(), n, &bad))
-        return Unsupported(info, "holds a value >= 2^63 at element " + std::to_string(bad) +
-                                     " (U64 is loaded as int64 only when every value fits)");
-      return t;
-    }
-  } catch (const std::exception& e) {
-    return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + FileLabel(file) + "'");
-  }
-  return Unsupported(info, "is not handled");
-}
-
-Status ForEachTensor(const safetensors::SafetensorsFile& file, const LoadOptions& options,
-                     const std::function<Status(const std::string&, at::Tensor)>& fn) {
-  for (const auto& info : file.header().tensors) {
-    auto t = LoadTensor(file, info, options);
-    if (!t.ok()) return t.status().WithPrefix("'" + FileLabel(file) + "'");
-    Status st = fn(info.name, std::move(t).value());
-    if (!st.ok()) return st.WithPrefix("tensor '" + info.name + "'");
-  }
-  return Status::Ok();
-}
-
-Result<StateDict> LoadTensors(const safetensors::SafetensorsFile& file, const LoadOptions& options) {
-  StateDict out;
-  out.reserve(file.header().tensors.size());
-  HUBLOAD_RETURN_IF_ERROR(ForEachTensor(file, options, [&](const std::string& name, at::Tensor t) {
-    out.emplace_back(name, std::move(t));
-    return Status::Ok();
-  }));
-  return out;
-}
-
 // ---------------------------------------------------------------------------
 // Local checkpoints.
-
-namespace {
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// "name.safetensors.index.V.json" / legacy "name.safetensors.V.index.json" / "name.safetensors.index.json".
-void DescribeIndexName(const std::string& base, ResolvedWeights* r) {
-  for (const std::string ext : {".safetensors.", ".bin."}) {
-    auto pos = base.find(ext);
-    if (pos == std::string::npos) continue;
-    r->weights_name = base.substr(0, pos);
-    r->is_pickle = ext == ".bin.";
-    std::string rest = base.substr(pos + ext.size());  // index.json | index.V.json | V.index.json
-    if (rest.rfind("index.", 0) == 0 && EndsWith(rest, ".json") && rest.size() > 11) {
-      r->variant_used = rest.substr(6, rest.size() - 11);
-    } else if (EndsWith(rest, ".index.json") && rest.size() > 11) {
-      r->variant_used = rest.substr(0, rest.size() - 11);
-      r->legacy_variant_names = true;
-    }
-    return;
-  }
-  r->weights_name = base;
-}
-
-Status PickleUnsupported(const std::string& file) {
-  Status st(Code::kUnsupported,
-            "'" + file + "' is a pickle (.bin) checkpoint; hubload loads safetensors only — convert it "
-            "(e.g. with huggingface's safetensors convert script) and load the .safetensors file",
-            "PickleUnsupported");
-  st.mutable_context().file = file;
-  return st;
-}
-
-}  // namespace
-
-Result<LocalCheckpointFiles> ResolveLocalCheckpoint(const std::string& path, const ResolveOptions& options) {
-  std::error_code ec;
-  LocalCheckpointFiles out;
-  if (fs::is_directory(path, ec)) {
-    HUBLOAD_ASSIGN_OR_RETURN(auto listing, ListLocalFiles(path));
-    HUBLOAD_ASSIGN_OR_RETURN(out.resolved, ResolveWeights(listing, options));
-    std::string full = (fs::path(path) / out.resolved.weights_file).string();
-    if (out.resolved.is_pickle) return PickleUnsupported(full);
-    if (out.resolved.kind == ResolvedWeights::kSingleFile) {
-      out.files.push_back(full);
-      return out;
-    }
-    out.index_path = full;
-    HUBLOAD_ASSIGN_OR_RETURN(out.index, safetensors::ReadIndex(full));
-    HUBLOAD_ASSIGN_OR_RETURN(auto shards, ShardPaths(out.resolved, out.index, listing));
-    for (const auto& s : shards) out.files.push_back((fs::path(path) / s).string());
-    // Shards of the same family that the index does not name are ignored, with a warning (B23).
-    std::string prefix = out.resolved.subfolder.empty() ? "" : out.resolved.subfolder + "/";
-    std::string family = AddVariant(out.resolved.weights_name + ".safetensors", out.resolved.variant_used);
-    family = family.substr(0, family.size() - 12);
-    std::set<std::string> named(shards.begin(), shards.end());
-    auto is_digits = [](const std::string& x) {
-      return !x.empty() && std::all_of(x.begin(), x.end(), [](char c) { return c >= '0' && c <= '9'; });
-    };
-    for (const auto& f : listing) {
-      if (f.compare(0, prefix.size(), prefix) != 0 || named.count(f)) continue;
-      std::string base = f.substr(prefix.size());
-      // family-NNNNN-of-NNNNN.safetensors
-      if (base.size() != family.size() + 27 || base.compare(0, family.size() + 1, family + "-") != 0 ||
-          !EndsWith(base, ".safetensors"))
-        continue;
-      std::string mid = base.substr(family.size() + 1, 14);  // NNNNN-of-NNNNN
-      if (!is_digits(mid.substr(0, 5)) || mid.substr(5, 4) != "-of-" || !is_digits(mid.substr(9, 5))) continue;
-      out.resolved.warnings.push_back("'" + f + "' is not named by the index '" + out.resolved.weights_file +
-                                        "' and is ignored");
-    }
-    return out;
-  }
-  if (!fs::exists(path, ec)) {
-    Status st(Code::kNotFound, "'" + path + "' does not exist", "NotFound");
-    st.mutable_context().file = path;
-    return st;
-  }
-  std::string base = fs::path(path).filename().string();
-  if (EndsWith(base, ".json")) {
-    out.resolved.kind = ResolvedWeights::kSharded;
-    out.resolved.weights_file = base;
-    DescribeIndexName(base, &out.resolved);
-    if (out.resolved.is_pickle) return PickleUnsupported(path);
-    out.index_path = path;
-    HUBLOAD_ASSIGN_OR_RETURN(out.index, safetensors::ReadIndex(path));
-    fs::path dir = fs::path(path).parent_path();
-    std::vector<std::string> listing;
-    for (auto it = fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec); !ec && it != fs::directory_iterator();
-         it.increment(ec))
-      listing.push_back(it->path().filename().string());
-    HUBLOAD_ASSIGN_OR_RETURN(auto shards, ShardPaths(out.resolved, out.index, listing));
-    for (const auto& s : shards) out.files.push_back((dir / s).string());
-    return out;
-  }
-  if (EndsWith(base, ".bin")) return PickleUnsupported(path);
-  out.resolved.kind = ResolvedWeights::kSingleFile;
-  out.resolved.weights_file = base;
-  out.resolved.weights_name = base.substr(0, base.find('.'));
-  out.files.push_back(path);
-  return out;
-}
 
 Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions& resolve_options,
                                   const LoadOptions& load_options) {
@@ -372,6 +58,7 @@ Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions&
   out.warnings = files.resolved.warnings;
   out.files = files.files;
   std::map<std::string, std::string> alias_meta = files.index.metadata;
+  std::vector<DtypeConversion> conversions;
   for (const auto& f : files.files) {
     HUBLOAD_ASSIGN_OR_RETURN(auto file, safetensors::SafetensorsFile::Open(f));
     if (!files.index_path.empty())
@@ -379,9 +66,11 @@ Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions&
           safetensors::CheckShardAgainstIndex(files.index, fs::path(f).filename().string(), file.header()));
     else
       alias_meta = file.header().metadata;
+    AddDtypeConversions(file.header(), load_options, &conversions);
     HUBLOAD_ASSIGN_OR_RETURN(auto tensors, LoadTensors(file, load_options));
     for (auto& kv : tensors) out.tensors.push_back(std::move(kv));
   }
+  for (const auto& c : conversions) out.warnings.push_back(DescribeDtypeConversion(c));
   // Restore aliases saved as "removed -> kept" metadata (huggingface_hub save_torch_state_dict).
   std::unordered_map<std::string, size_t> pos;
   for (size_t i = 0; i < out.tensors.size(); ++i) pos[out.tensors[i].first] = i;
@@ -423,14 +112,9 @@ Result<TensorSummary> SummarizeTensor(const at::Tensor& t) {
     at::Tensor c = t.to(at::kCPU).contiguous();
     s.shape = c.sizes().vec();
     const size_t nbytes = c.numel() * c.element_size();
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    EVP_Digest(nbytes ? c.data_ptr() : "", nbytes, md, &mdlen, EVP_sha256(), nullptr);
-    static const char* hex = "0123456789abcdef";
-    for (unsigned i = 0; i < mdlen; ++i) {
-      s.sha256 += hex[md[i] >> 4];
-      s.sha256 += hex[md[i] & 15];
-    }
+    util::Digest digest;
+    if (nbytes) digest.Update(c.data_ptr(), nbytes);
+    s.sha256 = digest.HexDigest();
     if (c.is_complex()) c = at::view_as_real(c);
     at::Tensor dbl = c.to(at::kDouble).contiguous();
     const double* p = dbl.data_ptr<double>();
@@ -448,39 +132,6 @@ Result<TensorSummary> SummarizeTensor(const at::Tensor& t) {
 
 namespace {
 
-Status WriteTextAtomic(const std::string& path, const std::string& text) {
-  std::string tmpl = path + ".tmp.XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  int fd = mkstemp(buf.data());
-  if (fd < 0) return Status(Code::kIOError, "cannot create a temp file next to '" + path + "': " + std::strerror(errno));
-  (void)::fchmod(fd, 0644);  // mkstemp makes 0600; an index is as readable as its shards (writer.cc)
-  const char* p = text.data();
-  size_t left = text.size();
-  int err = 0;
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      break;
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
-  if (!err && ::fsync(fd) != 0) err = errno;
-  ::close(fd);
-  if (!err && std::rename(buf.data(), path.c_str()) != 0) err = errno;
-  if (err) {
-    ::unlink(buf.data());
-    Code c = (err == ENOSPC || err == EDQUOT || err == EFBIG) ? Code::kDiskFull : Code::kIOError;
-    Status st(c, "cannot write '" + path + "': " + std::strerror(err), "WriteFailed");
-    st.mutable_context().file = path;
-    return st;
-  }
-  return Status::Ok();
-}
-
 struct Prepared {
   std::string name;
   at::Tensor tensor;  // contiguous CPU
@@ -493,10 +144,10 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
   uint64_t max_shard = 0;
   if (auto* b = std::get_if<uint64_t>(&options.max_shard_size)) {
     max_shard = *b;
-    if (max_shard == 0) return Status(Code::kInvalidArgument, "max_shard_size must be > 0", "InvalidSize");
+    if (max_shard == 0)
+      return Status(Code::kInvalidArgument, "max_shard_size must be > 0", std::string(reason::kInvalidSize));
   } else {
-    HUBLOAD_ASSIGN_OR_RETURN(max_shard, ParseSizeToInt(std::get<std::string>(options.max_shard_size)));
-    if (max_shard == 0) return Status(Code::kInvalidArgument, "max_shard_size must be > 0", "InvalidSize");
+    HUBLOAD_ASSIGN_OR_RETURN(max_shard, ParseMaxShardSize(std::get<std::string>(options.max_shard_size)));
   }
   if (options.weights_name.empty() || options.weights_name.find('/') != std::string::npos)
     return Status(Code::kInvalidArgument, "invalid weights name '" + options.weights_name + "'", "InvalidName");
@@ -626,41 +277,18 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
   const std::string index_name = IndexFilename(options.weights_name, options.variant);
   if (split.is_sharded) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-    meta["total_size"] = split.total_size;
-    for (const auto& [k, v] : options.metadata)
-      if (k != "total_size") meta[k] = v;
+    for (const auto& [k, v] : options.metadata) meta[k] = v;
     for (const auto& [k, v] : result.aliases) meta[k] = v;
-    nlohmann::ordered_json wm = nlohmann::ordered_json::object();
+    std::map<std::string, std::string> wm;
     for (const auto& [tname, fname] : split.tensor_to_filename)
       if (!result.aliases.count(tname)) wm[tname] = fname;
-    nlohmann::ordered_json idx = {{"metadata", meta}, {"weight_map", wm}};
-    HUBLOAD_RETURN_IF_ERROR(WriteTextAtomic((fs::path(dir) / index_name).string(), idx.dump(2) + "\n"));
+    HUBLOAD_RETURN_IF_ERROR(safetensors::internal::WriteShardIndex((fs::path(dir) / index_name).string(),
+                                                                   split.total_size, meta, wm));
     result.index_file = index_name;
   }
-
-  // Stale files of exactly this weights name and variant (B27).
-  const std::string stem = RegexEscape(AddVariant(options.weights_name + ".safetensors", options.variant));
-  const std::string stem_noext = RegexEscape(
-      AddVariant(options.weights_name + ".safetensors", options.variant)
-          .substr(0, AddVariant(options.weights_name + ".safetensors", options.variant).size() - 12));
-  const std::regex stale("^(" + stem + "|" + stem_noext + R"(-\d{5}-of-\d{5}\.safetensors|)" +
-                         RegexEscape(index_name) + ")$");
   std::set<std::string> keep(result.files.begin(), result.files.end());
   if (!result.index_file.empty()) keep.insert(result.index_file);
-  std::vector<std::string> to_remove;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::string fname = it->path().filename().string();
-    std::error_code ec2;
-    if (!it->is_regular_file(ec2) || keep.count(fname) || !std::regex_match(fname, stale)) continue;
-    to_remove.push_back(fname);
-  }
-  std::sort(to_remove.begin(), to_remove.end());
-  // An index that no longer belongs to this save goes first, so that no index ever names deleted shards.
-  std::stable_partition(to_remove.begin(), to_remove.end(), [&](const std::string& f) { return f == index_name; });
-  for (const auto& f : to_remove) {
-    std::error_code ec2;
-    if (fs::remove(fs::path(dir) / f, ec2)) result.removed_stale.push_back(f);
-  }
+  result.removed_stale = safetensors::internal::RemoveStaleShardFiles(dir, options.weights_name, options.variant, keep);
   return result;
 }
 
