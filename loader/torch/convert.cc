@@ -293,11 +293,13 @@ Status PreadAll(int fd, uint8_t* buf, uint64_t n, uint64_t off, const std::strin
   return Status::Ok();
 }
 
-// Pages wholly inside [p, p + n) of a file mapping are dropped from this process.
+// The pages of a file mapping that hold [p, p + n) are dropped from this process. Pages shared
+// with a neighbouring chunk go too: a thread still reading one faults it in again from the
+// page cache (the mapping is MAP_SHARED and read-only, so no byte changes).
 void ReleaseMapped(const uint8_t* p, uint64_t n) {
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
-  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
   if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
 

@@ -64,8 +64,8 @@ bool ConvertElements(safetensors::Dtype from, safetensors::Dtype to, const uint8
 
 /// Where the source elements of ConvertChunked are.
 struct Source {
-  /// The elements inside a read-only MAP_SHARED file mapping: pages wholly
-  /// inside a converted chunk are released (MADV_DONTNEED) once converted, so
+  /// The elements inside a read-only MAP_SHARED file mapping: the pages of a
+  /// converted chunk are released (MADV_DONTNEED) once converted, so
   /// the source does not stay resident (the file's pages stay in the page
   /// cache; later reads of the mapping fault them in again).
   const uint8_t* mapped = nullptr;
