@@ -225,6 +225,9 @@ Result<ReshardResult> ReshardCheckpoint(const std::string& src, const std::strin
   HUBLOAD_ASSIGN_OR_RETURN(StateDictSplit split, SplitStateDict(entries, options.max_shard_size,
                                                                 ShardFilenamePattern(weights_name, options.variant)));
   result.total_size = split.total_size;
+  if (split.filename_to_tensors.empty())  // no tensor at all: still one (empty) file, with the metadata
+    split.filename_to_tensors.emplace_back(AddVariant(weights_name + ".safetensors", options.variant),
+                                           std::vector<std::string>{});
 
   std::map<std::string, std::string> out_meta = file_meta;
   if (!split.is_sharded && !files.index_path.empty())

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "device/oracle.h"
@@ -330,6 +331,83 @@ TEST(Convert, SourcePagesOfTheMappingAreReleasedOnceConverted) {
   auto view = LoadTensor(file, file.header().tensors.at(0), {});
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(view->to(at::kFloat).sum().item<double>(), static_cast<double>(32u << 20));
+}
+
+// `hubload reshard --dtype fp16`: floating tensors converted as the oracle rounds them, every
+// other tensor (U16 here, which `load` would widen) byte for byte as stored.
+TEST(ReshardCli, ExplicitDtypeConvertsFloatingTensorsOnly) {
+  TempDir dir;
+  std::vector<uint16_t> bf = {0x3F80, 0x4049, 0xC2F7, 0x0001, 0x7F80};
+  std::vector<uint32_t> f32 = {0x3F800001u, 0x477FF000u, 0x33000001u, 0xFFC00000u};
+  std::vector<uint8_t> e4 = {0x00, 0x38, 0x7E, 0xFE, 0x7F};
+  std::vector<uint16_t> u16 = {0, 65535, 40000};
+  ASSERT_TRUE(safetensors::WriteFile(dir.str() + "/model.safetensors",
+                                     {{"bf", Dtype::BF16, {5}, bf.data(), 10},
+                                      {"f32", Dtype::F32, {4}, f32.data(), 16},
+                                      {"e4", Dtype::F8_E4M3, {5}, e4.data(), 5},
+                                      {"u16", Dtype::U16, {3}, u16.data(), 6}},
+                                     {{"format", "pt"}, {"origin", "test"}})
+                  .ok());
+  std::string out, err;
+  ASSERT_EQ(testing::RunCommand(testing::HubloadBin() + " reshard '" + dir.str() + "/model.safetensors' '" + dir.str() +
+                                    "/out' --dtype fp16",
+                                &out, &err),
+            0)
+      << out << err;
+  auto bytes = testing::ReadFileBytes(dir.path() / "out" / "model.safetensors");
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  auto h = nlohmann::json::parse(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n)));
+  EXPECT_EQ(h["__metadata__"], (nlohmann::json{{"format", "pt"}, {"origin", "test"}}));
+  auto data = [&](const std::string& name) {
+    uint64_t b = h[name]["data_offsets"][0], e = h[name]["data_offsets"][1];
+    return std::vector<uint8_t>(bytes.begin() + 8 + n + b, bytes.begin() + 8 + n + e);
+  };
+  auto halves = [&](const std::string& name) {
+    auto d = data(name);
+    std::vector<uint16_t> v(d.size() / 2);
+    std::memcpy(v.data(), d.data(), d.size());
+    return v;
+  };
+  EXPECT_EQ(h["bf"]["dtype"], "F16");
+  EXPECT_EQ(h["f32"]["dtype"], "F16");
+  EXPECT_EQ(h["e4"]["dtype"], "F16");
+  EXPECT_EQ(h["u16"]["dtype"], "U16");
+  for (size_t i = 0; i < bf.size(); ++i) EXPECT_EQ(halves("bf")[i], oracle::F32ToF16(uint32_t{bf[i]} << 16)) << i;
+  for (size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(halves("f32")[i], oracle::F32ToF16(f32[i])) << i;
+  // E4M3 values fit f16 exactly: 0, 1.0, 448, -448, NaN.
+  const std::vector<uint16_t> e4_want = {0x0000, 0x3C00, 0x5F00, 0xDF00, 0x7E00};
+  EXPECT_EQ(halves("e4"), e4_want);
+  EXPECT_EQ(data("u16"), std::vector<uint8_t>({0, 0, 0xFF, 0xFF, 0x40, 0x9C}));
+}
+
+// Issue 20: every widening `load` does is a warning of the checkpoint, tensors counted.
+TEST(LoadCheckpoint, ConversionsAreWarnings) {
+  TempDir dir;
+  std::vector<uint16_t> u16 = {1, 2};
+  std::vector<uint8_t> e5 = {0x3C, 0x40};
+  std::vector<uint16_t> bf = {0x3F80, 0x4000};
+  ASSERT_TRUE(safetensors::WriteFile(dir.str() + "/model.safetensors",
+                                     {{"a.ids", Dtype::U16, {2}, u16.data(), 4},
+                                      {"b.ids", Dtype::U16, {2}, u16.data(), 4},
+                                      {"c.scale", Dtype::F8_E5M2, {2}, e5.data(), 2},
+                                      {"d.w", Dtype::BF16, {2}, bf.data(), 4}})
+                  .ok());
+  auto ck = LoadCheckpoint(dir.str(), {}, {});
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  EXPECT_EQ(ck->warnings, (std::vector<std::string>{
+                              "2 tensors U16 -> I32 (LibTorch 1.13 has no uint16): a.ids, b.ids",
+                              "1 tensor F8_E5M2 -> BF16 (LibTorch 1.13 has no float8; decoded exactly): c.scale"}));
+  LoadOptions f32;
+  f32.dtype = TargetDtype::kF32;
+  ck = LoadCheckpoint(dir.str(), {}, f32);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  // In file order (the writer put BF16 first, then U16, then F8).
+  EXPECT_EQ(ck->warnings, (std::vector<std::string>{
+                              "1 tensor BF16 -> F32 (dtype fp32 requested): d.w",
+                              "2 tensors U16 -> I32 (LibTorch 1.13 has no uint16): a.ids, b.ids",
+                              "1 tensor F8_E5M2 -> F32 (dtype fp32 requested): c.scale"}));
 }
 
 }  // namespace
