@@ -1,22 +1,27 @@
-// pipeline_bench: fetch-and-load overlap, time to first tensor, and end-to-end
-// time against baselines measured in the same run (performance.md S4, S5, S6).
+// pipeline_bench: fetch-and-load overlap, time to first tensor, end-to-end
+// time and memory against baselines measured in the same run (performance.md
+// S4, S5, S6, S12; issue 13's goals).
 //
-//   pipeline_bench [--shards N] [--shard-mb MB] [--runs R]   (defaults 4, 64, 3)
+//   pipeline_bench [--shards N] [--shard-mb MB] [--runs R] [--link-mbps M] [--rss-shards K]
+//   (defaults 4, 64, 3, 150, 20)
 //
-// Setup: N shards of MB MiB of F32 data (real safetensors + index) in a
-// `hubload serve` store on 127.0.0.1. Loading converts every tensor to BF16
+// Setup: N shards of MB MiB of BF16 data (real safetensors + index) in a
+// `hubload serve` store on 127.0.0.1; loading converts every tensor to fp32
 // (LoadOptions::dtype), so the load phase does real CPU work per byte.
-//  1. L_local: load the shards from a local folder (the same pipeline, no network).
-//  2. Bandwidth cap per connection chosen so that downloading the N shards in
-//     parallel takes about L_local (download and load comparable), at most
-//     100 MB/s per connection so that the cap, not the CPU, bounds the download.
-//  3. Capped, fresh cache each run: sequential mode (download all, then load)
-//     T_seq with D = its download_s and L = T_seq - D; overlapped mode T_ovl.
-//     Overlap efficiency E = (T_seq - T_ovl) / min(D, L) (performance.md S5, goal >= 0.8).
-//  4. Capped: download of the first shard alone (HubClient::Download, fresh
-//     cache) vs time to first tensor of the overlapped run (S4, goal <= 1.05x).
-//  5. Uncapped: network floor = N parallel GETs into memory (discarded) with the
-//     same transport; end-to-end overlapped load into tensors (S6, goal <= 2x).
+// Two network shapes, each measured with the same client:
+//  - total: one link of M MB/s shared by all connections (the server's
+//    total-bandwidth fault: the sum over connections is capped), the case
+//    users have (a home line, a node's uplink);
+//  - per-connection: each connection capped at M MB/s.
+// For each shape: sequential mode (download all, then load) T_seq with D =
+// its download_s and L = T_seq - D; overlapped T_ovl; overlap efficiency
+// E = (D + L - T_ovl) / min(D, L) (goal >= 0.9); the first shard alone
+// downloaded over the same link T1 vs the overlapped run's time to first
+// tensor (goal <= 1.05x).
+// Uncapped: network floor = N parallel GETs into memory with the same
+// transport; end-to-end overlapped load into tensors (goal <= 1.5x).
+// Memory: a K-shard model loaded in a child process; its peak RSS against
+// tensor bytes + in-flight shards + 64 MiB.
 // Medians over R runs. Timing only: nothing here is a pass/fail test.
 #include <algorithm>
 #include <chrono>
@@ -30,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hubload/hub.h"
@@ -60,24 +66,24 @@ void MakeRepo(const fs::path& dir, int shards, uint64_t shard_mb) {
   nlohmann::json wm = nlohmann::json::object();
   uint64_t total = 0;
   const uint64_t tensors_per_shard = 8;
-  const uint64_t floats = (shard_mb << 20) / 4 / tensors_per_shard;
-  std::vector<float> buf(floats);
+  const uint64_t elems = (shard_mb << 20) / 2 / tensors_per_shard;
+  std::vector<uint16_t> buf(elems);
   uint32_t x = 12345;
   for (int s = 0; s < shards; ++s) {
     char name[64];
     std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, shards);
-    std::vector<std::vector<float>> data;
+    std::vector<std::vector<uint16_t>> data;
     std::vector<hubload::safetensors::TensorToWrite> tw;
     for (uint64_t t = 0; t < tensors_per_shard; ++t) {
-      for (auto& f : buf) {
+      for (auto& v : buf) {
         x = x * 1664525u + 1013904223u;
-        f = static_cast<float>(static_cast<int32_t>(x >> 8) - (1 << 23)) / static_cast<float>(1 << 23);
+        v = static_cast<uint16_t>(0x3C00u | ((x >> 16) & 0x83FFu));  // finite bf16 values around +-1e-2..1
       }
       data.push_back(buf);
       std::string tn = "layers." + std::to_string(s) + "." + std::to_string(t) + ".weight";
-      tw.push_back({tn, hubload::safetensors::Dtype::F32, {floats}, data.back().data(), floats * 4});
+      tw.push_back({tn, hubload::safetensors::Dtype::BF16, {elems}, data.back().data(), elems * 2});
       wm[tn] = name;
-      total += floats * 4;
+      total += elems * 2;
     }
     auto st = hubload::safetensors::WriteFile((dir / name).string(), std::move(tw));
     if (!st.ok()) Die(st.ToString());
@@ -93,7 +99,6 @@ hubload::HubClient Client(const std::string& url, const std::string& cache) {
   o.config.endpoint = url;
   o.config.cache_dir = cache;
   o.config.token = "";
-  o.range_threshold_bytes = 0;  // one stream per file, as the per-connection cap assumes
   return hubload::HubClient(o);
 }
 
@@ -106,19 +111,38 @@ class Discard : public hubload::BodySink {
   uint64_t bytes = 0;
 };
 
+/// Peak resident set of this process, bytes (VmHWM).
+uint64_t StatusKb(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const size_t n = std::strlen(key);
+  while (std::getline(in, line))
+    if (line.compare(0, n, key) == 0) return std::strtoull(line.c_str() + n, nullptr, 10) * 1024;
+  return 0;
+}
+uint64_t PeakRss() { return StatusKb("VmHWM:"); }
+
+struct Shape {
+  const char* name;
+  double t_seq = 0, t_ovl = 0, d = 0, l = 0, e = 0, ttft = 0, t1 = 0;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int shards = 4, runs = 3;
+  int shards = 4, runs = 3, rss_shards = 20;
   uint64_t shard_mb = 64;
+  double link_mbps = 150;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--shards") shards = std::atoi(argv[i + 1]);
     else if (a == "--shard-mb") shard_mb = std::strtoull(argv[i + 1], nullptr, 10);
     else if (a == "--runs") runs = std::atoi(argv[i + 1]);
+    else if (a == "--link-mbps") link_mbps = std::atof(argv[i + 1]);
+    else if (a == "--rss-shards") rss_shards = std::atoi(argv[i + 1]);
     else Die("unknown option " + a);
   }
-  if (shards < 1 || shard_mb < 1 || runs < 1) Die("bad arguments");
+  if (shards < 1 || shard_mb < 1 || runs < 1 || link_mbps <= 0) Die("bad arguments");
   fs::path work = fs::temp_directory_path() / ("hubload-pipeline-bench-" + std::to_string(::getpid()));
   fs::create_directories(work);
   MakeRepo(work / "model", shards, shard_mb);
@@ -132,35 +156,28 @@ int main(int argc, char** argv) {
   if (!server.ok()) Die(server.status().ToString());
   auto& srv = **server;
   const uint64_t total_bytes = static_cast<uint64_t>(shards) * (shard_mb << 20);
-  std::printf("pipeline_bench: %d shards x %llu MiB (F32), %d runs, server %s\n", shards,
-              static_cast<unsigned long long>(shard_mb), runs, srv.url().c_str());
+  const uint64_t link = static_cast<uint64_t>(link_mbps * 1e6);
+  std::printf("pipeline_bench: %d shards x %llu MiB (BF16 -> fp32), %d runs, link %.0f MB/s, server %s\n", shards,
+              static_cast<unsigned long long>(shard_mb), runs, link_mbps, srv.url().c_str());
 
   hubload::PretrainedRequest req;
   req.repo_id = "bench/model";
   req.source = hubload::PretrainedRequest::Source::kHub;
-  req.load.dtype = hubload::TargetDtype::kBF16;  // F32 -> BF16 conversion: real CPU work per byte
-  req.max_shards_in_flight = shards;
+  req.load.dtype = hubload::TargetDtype::kF32;  // BF16 -> fp32: real CPU work per byte
   int cache_n = 0;
-  auto fresh_cache = [&]() {
-    fs::path c = work / ("cache-" + std::to_string(cache_n++));
-    return c.string();
-  };
+  auto fresh_cache = [&]() { return (work / ("cache-" + std::to_string(cache_n++))).string(); };
   auto drop_cache = [&](const std::string& c) {
     std::error_code ec;
     fs::remove_all(c, ec);
   };
+  const bool verbose = std::getenv("PIPELINE_BENCH_VERBOSE") != nullptr;
   auto run_load = [&](bool overlap) {
     std::string c = fresh_cache();
     hubload::PretrainedRequest r = req;
     r.overlap = overlap;
-    uint64_t n = 0;
-    const bool verbose = std::getenv("PIPELINE_BENCH_VERBOSE") != nullptr;
     const auto t0 = Clock::now();
     hubload::PretrainedCallbacks cb;
-    cb.on_tensor = [&](const std::string&, at::Tensor t) {
-      n += static_cast<uint64_t>(t.numel());
-      return hubload::Status::Ok();
-    };
+    cb.on_tensor = [&](const std::string&, at::Tensor) { return hubload::Status::Ok(); };
     if (verbose) {
       cb.on_file_downloaded = [&](const std::string& f) {
         std::fprintf(stderr, "  [%s] %.3f s downloaded %s\n", overlap ? "ovl" : "seq", Since(t0), f.c_str());
@@ -174,24 +191,43 @@ int main(int argc, char** argv) {
     drop_cache(c);
     return *info;
   };
-
-  // 1. local load time.
-  std::vector<double> l_local;
-  for (int i = 0; i < runs; ++i) {
-    hubload::PretrainedRequest lr = req;
-    lr.repo_id = (work / "model").string();
-    lr.source = hubload::PretrainedRequest::Source::kLocal;
-    lr.overlap = false;
-    hubload::PretrainedCallbacks cb;
-    cb.on_tensor = [](const std::string&, at::Tensor) { return hubload::Status::Ok(); };
+  auto first_alone = [&]() {
+    std::string c = fresh_cache();
+    hubload::FileRequest fr;
+    fr.repo_id = "bench/model";
+    char first[64];
+    std::snprintf(first, sizeof first, "model-%05d-of-%05d.safetensors", 1, shards);
+    fr.filename = first;
+    fr.revision = *commit;
     auto t0 = Clock::now();
-    auto info = hubload::FetchAndLoad(Client(srv.url(), fresh_cache()), lr, cb);
-    if (!info.ok()) Die(info.status().ToString());
-    l_local.push_back(Since(t0));
-  }
-  const double L_local = Median(l_local);
+    auto p = Client(srv.url(), c).Download(fr);
+    if (!p.ok()) Die(p.status().ToString());
+    double t = Since(t0);
+    drop_cache(c);
+    return t;
+  };
+  auto measure = [&](Shape* sh) {
+    std::vector<double> tseq, tovl, dseq, lseq, ttft, t1;
+    for (int i = 0; i < runs; ++i) {
+      auto s = run_load(false);
+      tseq.push_back(s.timings.total_s);
+      dseq.push_back(s.timings.download_s);
+      lseq.push_back(s.timings.total_s - s.timings.download_s);
+      auto o = run_load(true);
+      tovl.push_back(o.timings.total_s);
+      ttft.push_back(o.timings.time_to_first_tensor_s);
+      t1.push_back(first_alone());
+    }
+    sh->t_seq = Median(tseq);
+    sh->t_ovl = Median(tovl);
+    sh->d = Median(dseq);
+    sh->l = Median(lseq);
+    sh->e = (sh->d + sh->l - sh->t_ovl) / std::max(1e-9, std::min(sh->d, sh->l));
+    sh->ttft = Median(ttft);
+    sh->t1 = Median(t1);
+  };
 
-  // 5 first (uncapped): network floor and end-to-end.
+  // Uncapped: network floor and end-to-end.
   std::vector<double> floor_s, e2e_s;
   auto transport = hubload::MakeCurlTransport();
   for (int i = 0; i < runs; ++i) {
@@ -205,7 +241,7 @@ int main(int argc, char** argv) {
         hr.url = srv.url() + "/bench/model/resolve/" + *commit + "/" + name;
         Discard d;
         auto resp = transport->Send(hr, &d);
-        if (!resp.ok() || resp->status != 200) Die(std::string("floor GET failed for ") + name);
+        if (!resp.ok() || resp->status >= 300) Die(std::string("floor GET failed for ") + name);
       });
     for (auto& t : th) t.join();
     floor_s.push_back(Since(t0));
@@ -213,56 +249,68 @@ int main(int argc, char** argv) {
   }
   const double floor_t = Median(floor_s), e2e_t = Median(e2e_s);
 
-  // 2. cap so that the parallel download takes about L_local.
-  // Never above 100 MB/s per connection, so that the cap (not the loaded CPU) sets the download time.
-  const uint64_t cap = std::clamp<uint64_t>(static_cast<uint64_t>(total_bytes / shards / std::max(L_local, 0.05)),
-                                            1 << 20, 100'000'000);
-  srv.faults().SetBandwidthBytesPerSec(cap);
-
-  // 3. sequential vs overlapped.
-  std::vector<double> tseq, tovl, dseq, lseq, ttft;
-  for (int i = 0; i < runs; ++i) {
-    auto s = run_load(false);
-    tseq.push_back(s.timings.total_s);
-    dseq.push_back(s.timings.download_s);
-    lseq.push_back(s.timings.total_s - s.timings.download_s);
-    auto o = run_load(true);
-    tovl.push_back(o.timings.total_s);
-    ttft.push_back(o.timings.time_to_first_tensor_s);
-  }
-  // 4. first shard alone.
-  std::vector<double> first_alone;
-  for (int i = 0; i < runs; ++i) {
-    std::string c = fresh_cache();
-    hubload::FileRequest fr;
-    fr.repo_id = "bench/model";
-    char first[64];
-    std::snprintf(first, sizeof first, "model-%05d-of-%05d.safetensors", 1, shards);
-    fr.filename = first;
-    fr.revision = *commit;
-    auto t0 = Clock::now();
-    auto p = Client(srv.url(), c).Download(fr);
-    if (!p.ok()) Die(p.status().ToString());
-    first_alone.push_back(Since(t0));
-    drop_cache(c);
-  }
+  Shape total{"one link shared by all connections"}, per{"a cap per connection"};
+  srv.faults().SetTotalBandwidthBytesPerSec(link);
+  measure(&total);
+  srv.faults().SetTotalBandwidthBytesPerSec(0);
+  srv.faults().SetBandwidthBytesPerSec(link);
+  measure(&per);
   srv.faults().SetBandwidthBytesPerSec(0);
-  const double T_seq = Median(tseq), T_ovl = Median(tovl), D = Median(dseq), L = Median(lseq);
-  const double E = (T_seq - T_ovl) / std::max(1e-9, std::min(D, L));
-  const double TTFT = Median(ttft), T1 = Median(first_alone);
 
-  std::printf("\n## pipeline (medians of %d runs; %.0f MB total)\n", runs, total_bytes / 1e6);
-  std::printf("local load (F32->BF16), L_local        : %.3f s (%.0f MB/s)\n", L_local, total_bytes / L_local / 1e6);
-  std::printf("per-connection cap                      : %.1f MB/s\n", cap / 1e6);
-  std::printf("S5 sequential T_seq (D=%.3f, L=%.3f)   : %.3f s\n", D, L, T_seq);
-  std::printf("S5 overlapped T_ovl                     : %.3f s\n", T_ovl);
-  std::printf("S5 overlap efficiency E                 : %.2f  (goal >= 0.8)\n", E);
-  std::printf("S4 first shard alone T1                 : %.3f s\n", T1);
-  std::printf("S4 time to first tensor TTFT            : %.3f s  ratio TTFT/T1 = %.2f (goal <= 1.05)\n", TTFT,
-              TTFT / T1);
-  std::printf("S6 uncapped network floor (GET->memory) : %.3f s (%.0f MB/s)\n", floor_t, total_bytes / floor_t / 1e6);
-  std::printf("S6 uncapped end-to-end into tensors     : %.3f s  ratio = %.2f x floor (goal <= 2.0)\n", e2e_t,
+  std::printf("\n## pipeline (medians of %d runs; %.0f MB of BF16 loaded as fp32)\n", runs, total_bytes / 1e6);
+  for (const Shape* sh : {&total, &per}) {
+    std::printf("%s, %.0f MB/s:\n", sh->name, link_mbps);
+    std::printf("  sequential T_seq (D=%.3f, L=%.3f)   : %.3f s\n", sh->d, sh->l, sh->t_seq);
+    std::printf("  overlapped T_ovl                     : %.3f s\n", sh->t_ovl);
+    std::printf("  overlap efficiency E                 : %.2f  (goal >= 0.9)\n", sh->e);
+    std::printf("  first shard alone T1                 : %.3f s\n", sh->t1);
+    std::printf("  time to first tensor TTFT            : %.3f s  ratio TTFT/T1 = %.2f (goal <= 1.05)\n", sh->ttft,
+                sh->ttft / sh->t1);
+  }
+  std::printf("uncapped network floor (GET->memory)   : %.3f s (%.0f MB/s)\n", floor_t, total_bytes / floor_t / 1e6);
+  std::printf("uncapped end-to-end into tensors       : %.3f s  ratio = %.2f x floor (goal <= 1.5)\n", e2e_t,
               e2e_t / floor_t);
+
+  // Memory: a many-shard model loaded in a child (its own peak RSS).
+  if (rss_shards > 0) {
+    const uint64_t rss_mb = 8;
+    MakeRepo(work / "many", rss_shards, rss_mb);
+    auto c2 = hubload::server::CreateRepoFromFolder((work / "store").string(), "bench/many", (work / "many").string());
+    if (!c2.ok()) Die(c2.status().ToString());
+    int pipefd[2];
+    if (::pipe(pipefd) != 0) Die("pipe");
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(pipefd[0]);
+      hubload::PretrainedRequest r = req;
+      r.repo_id = "bench/many";
+      uint64_t kept = 0;
+      // Peak from here on: what the load adds (the process and its libraries excluded).
+      std::ofstream("/proc/self/clear_refs") << "5";
+      const uint64_t before = StatusKb("VmRSS:");
+      auto sd = hubload::LoadStateDict(Client(srv.url(), fresh_cache()), r);
+      if (!sd.ok()) _exit(2);
+      for (auto& [n, t] : sd->tensors) kept += static_cast<uint64_t>(t.numel()) * t.element_size();
+      uint64_t out[2] = {PeakRss() - std::min(PeakRss(), before), kept};
+      if (::write(pipefd[1], out, sizeof out) != sizeof out) _exit(3);
+      _exit(0);
+    }
+    ::close(pipefd[1]);
+    uint64_t got[2] = {0, 0};
+    ssize_t n = ::read(pipefd[0], got, sizeof got);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (n == sizeof got) {
+      const uint64_t inflight = static_cast<uint64_t>(req.max_shards_in_flight) * (rss_mb << 20);
+      const double budget = static_cast<double>(got[1] + inflight + (64ull << 20));
+      std::printf("%d-shard model (%llu MiB each): peak RSS growth %.0f MiB, tensors %.0f MiB, budget (tensors + %d "
+                  "in-flight shards + 64 MiB) %.0f MiB: ratio %.2f (goal <= 1.0)\n",
+                  rss_shards, static_cast<unsigned long long>(rss_mb), got[0] / 1048576.0, got[1] / 1048576.0,
+                  req.max_shards_in_flight, budget / 1048576.0, got[0] / budget);
+    } else {
+      std::printf("%d-shard model: the child failed (status %d)\n", rss_shards, status);
+    }
+  }
   srv.Stop();
   std::error_code ec;
   fs::remove_all(work, ec);

@@ -1130,7 +1130,12 @@ Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::
   RepoCache rc(im.opt.config.cache_dir, repo_id, repo_type);
   if (im.opt.config.offline) return im.ListLocal(rc, revision);
   HUBLOAD_ASSIGN_OR_RETURN(std::string commit, ResolveCommit(repo_id, revision, repo_type));
-  return im.ListAt(repo_type, repo_id, commit);
+  HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing, im.ListAt(repo_type, repo_id, commit));
+  // As snapshot_download: the revision's ref is recorded once it is resolved
+  // (only when it changes, so a read-only cache hit writes nothing).
+  if (revision != commit && rc.ReadRef(revision) != commit)
+    HUBLOAD_RETURN_IF_ERROR(WithCtx(rc.WriteRef(revision, commit), ctx));
+  return listing;
 }
 
 Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& revision, RepoType repo_type,

@@ -294,6 +294,11 @@ class FakeDeviceBackend : public DeviceBackend {
   std::unique_ptr<Impl> impl_;
 };
 
+/// A host-memory backend posing as `options.devices` GPUs (`hubload load
+/// --device-backend fake`; with devices = 0 the host-only backend the device
+/// path uses when no tensor goes to a GPU). Thread-safe.
+std::shared_ptr<DeviceBackend> MakeFakeDeviceBackend(FakeDeviceOptions options = {});
+
 /// A tensor in device memory, owned by a DeviceStateDict.
 struct DeviceTensor {
   std::string name;

@@ -24,8 +24,9 @@
 // returned as one Status whose ErrorContext names repo_id, revision and file.
 // The cache is written only by HubClient (verified blobs only).
 //
-// This header is torch-free (PretrainedRequest is declared in pipeline.h,
-// which a caller includes to fill it).
+// This header is torch-free (PretrainedRequest is in load.h). The load runs
+// the same driver as the CPU path (pipeline.h): the shards are downloaded in
+// load order and each one is streamed to its devices while its bytes land.
 //
 // Thread safety: FetchAndLoadToDevice may run concurrently with distinct
 // requests; the backend must then be thread-safe (both hubload backends are).
@@ -39,13 +40,12 @@
 
 #include "hubload/device.h"
 #include "hubload/hub.h"
+#include "hubload/load.h"
 #include "hubload/resolve.h"
 #include "hubload/safetensors.h"
 #include "hubload/status.h"
 
 namespace hubload {
-
-struct PretrainedRequest;  // hubload/pipeline.h
 
 struct DeviceLoadOptions {
   /// Target when `device_map` is not set: "cpu", "cuda", "cuda:N" (Device::Parse
@@ -97,32 +97,13 @@ struct DiskTensor {
   uint64_t bytes = 0;
 };
 
-/// Seconds from the start of the call (steady clock).
-struct DeviceLoadTimings {
-  double plan_s = 0;                 // until the plan was made (listing, index, headers)
-  double time_to_first_shard_s = 0;  // until the first shard was on its devices (0: none)
-  double download_s = 0;             // until the last shard was downloaded (0: local / plan_only)
-  double load_s = 0;                 // busy time of the loader thread, summed over shards
-  double total_s = 0;
-};
-
 struct DeviceLoadResult {
-  /// "hub" or "local".
-  std::string source;
-  std::string repo_id;   // as requested
-  std::string revision;  // as requested ("" for local paths)
-  std::string commit;    // 40-hex commit listed ("" for local paths)
-  ResolvedWeights resolved;
-  /// The index file (repo-relative or local path); "" for a single file.
-  std::string index_file;
-  /// Weights files in index order (repo-relative for the Hub, local paths otherwise).
-  std::vector<std::string> files;
-  /// The same files in the order they were loaded (completion order).
-  std::vector<std::string> load_order;
-  /// Bytes of the weights files (headers included).
-  uint64_t weights_bytes = 0;
-  std::vector<std::string> warnings;
-  DeviceLoadTimings timings;
+  /// What every load path reports (load.h): source, repo_id, revision,
+  /// commit, resolved weights, files, load order, one TensorRecord per tensor
+  /// (device and loaded dtype filled; sha256 with PretrainedRequest::digests,
+  /// copied back from the device), warnings, timings, and `extra` (backend,
+  /// device_map, bytes_per_device, staging counters) for LoadReportJson.
+  PretrainedInfo info;
   /// Backend used ("cuda", "fake", "host" when only host memory was needed;
   /// "" for plan_only without a backend).
   std::string backend;

@@ -51,6 +51,7 @@
 
 #include "hubload/cache.h"
 #include "hubload/hub.h"
+#include "hubload/load.h"
 #include "hubload/resolve.h"
 #include "hubload/status.h"
 
@@ -163,34 +164,27 @@ struct PrefetchReport {
 /// first error, whichever rank raised it.
 Result<PrefetchReport> Prefetch(const HubClient& client, const PrefetchRequest& request, const DistOptions& options);
 
-/// One tensor as loaded, for comparisons across ranks and runs.
-struct TensorDigest {
-  std::string name;
-  std::string dtype;            // safetensors spelling of the loaded dtype ("F32", "BF16")
-  std::vector<int64_t> shape;
-  std::string sha256;           // of the contiguous little-endian bytes as loaded
-  std::string file;             // shard path in repo it came from
-};
-
 struct LoadRequest {
   std::string repo_id;
   std::string revision = "main";
   RepoType repo_type = RepoType::kModel;
   /// Which weights (subfolder, variant, convention): loading-semantics.md A.
   ResolveOptions resolve;
-  /// "auto" (checkpoint dtypes), "fp32", "fp16", "bf16" (ParseTargetDtype).
-  std::string dtype = "auto";
+  /// dtype, keep_in_fp32, force_copy (load.h), as for a single-process load.
+  LoadOptions load;
   /// Tensors this rank needs (e.g. its pipeline stage); null = all.
   std::function<bool(const std::string& tensor_name)> filter;
-  /// Fill LoadReport::digests (sha256 of every delivered tensor).
+  /// Fill each TensorRecord's sha256 and sum (load.h).
   bool digests = false;
 };
 
-struct LoadReport {
-  PrefetchReport prefetch;          // the weights files (index + shards, or the single file)
-  std::vector<std::string> files_loaded;  // shard paths in the order this rank loaded them
-  uint64_t tensors_loaded = 0;      // tensors delivered to the callback
-  std::vector<TensorDigest> digests;  // when LoadRequest::digests, in delivery order
+struct LoadResult {
+  PrefetchReport prefetch;  // the weights files (index + shards, or the single file)
+  /// What every load path reports (load.h), for this rank: files, load order,
+  /// one record per tensor this rank took (the filter's others are left out),
+  /// warnings, timings; extra.rank / world_size / bytes_downloaded /
+  /// bytes_received for LoadReportJson.
+  PretrainedInfo info;
 };
 
 /// Called once per delivered tensor, on the calling thread, shard after shard
@@ -201,13 +195,17 @@ struct LoadReport {
 using TensorCallback =
     std::function<Status(const std::string& name, const at::Tensor& tensor, const std::string& shard_path)>;
 
-/// Collective load: resolves the weights once (rank 0), prefetches the weights
-/// files as Prefetch does, and hands this rank the tensors passing `filter`.
+/// Collective load: rank 0 makes the fetch plan (the same plan as a
+/// single-process load: resolution, index, shard checks, unnamed-shard
+/// warnings, pickle refusal), the job prefetches the weights files as
+/// Prefetch does, and every rank runs the same load driver over its node
+/// cache (index check, aliases, report), handing this rank the tensors
+/// passing `filter` as each shard lands in the node cache.
 /// Memory: one shard mapped at a time by this rank plus what the callback
 /// keeps, and one broadcast chunk per leader. `on_tensor` may be null (only
 /// digests/counts are produced). Errors: those of Prefetch, ResolveWeights,
 /// ShardPaths, the safetensors and torch loaders, and the callback's.
-Result<LoadReport> Load(const HubClient& client, const LoadRequest& request, const DistOptions& options,
+Result<LoadResult> Load(const HubClient& client, const LoadRequest& request, const DistOptions& options,
                         const TensorCallback& on_tensor);
 
 }  // namespace hubload::distributed

@@ -11,35 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "hubload/load.h"
 #include "hubload/safetensors.h"
 #include "hubload/status.h"
 
 namespace hubload {
 
-/// Target dtype for floating tensors. kAuto keeps the checkpoint dtype (B30:
-/// a bf16 checkpoint stays bf16, no silent fp32 upcast). Integer and bool
-/// tensors are never converted (dtypes LibTorch lacks are widened, see below).
-enum class TargetDtype { kAuto, kF32, kF16, kBF16 };
-
-/// "auto", "fp32"/"float32"/"F32", "fp16"/"float16"/"F16", "bf16"/"bfloat16"/"BF16"
-/// -> TargetDtype. Errors: kInvalidArgument (reason InvalidDtype) naming the text.
-Result<TargetDtype> ParseTargetDtype(const std::string& text);
-
-struct LoadOptions {
-  TargetDtype dtype = TargetDtype::kAuto;
-  /// Module names kept in float32 whenever a floating tensor is converted:
-  /// an entry matches tensor `n` iff it equals one whole dot-separated
-  /// component of `n` (diffusers `m in n.split(".")`: "norm" matches
-  /// "layers.0.norm.weight" but not "final_norm.weight"; dotted entries never
-  /// match). Applied identically on the single-file and sharded paths (B32).
-  /// It acts on floating tensors whose dtype is being chosen: every floating
-  /// tensor under fp32/fp16/bf16, and under kAuto only float8 tensors (which
-  /// must be decoded: fp32 instead of bf16); other tensors keep their dtype.
-  std::vector<std::string> keep_in_fp32;
-  /// Always copy into fresh, writable, aligned memory, even when a zero-copy
-  /// view would do.
-  bool force_copy = false;
-};
+// TargetDtype, ParseTargetDtype, LoadOptions: hubload/load.h (included above).
 
 /// F16, BF16, F32, F64 and every F8_* / F6_* / F4 dtype (the dtypes a target
 /// dtype applies to; C64 is complex, not floating).
@@ -65,7 +43,7 @@ Result<safetensors::Dtype> LoadedSafetensorsDtype(safetensors::Dtype d, const st
 struct DtypeConversion {
   safetensors::Dtype from = safetensors::Dtype::F32;
   safetensors::Dtype to = safetensors::Dtype::F32;
-  /// Why: "LibTorch 1.13 has no uint16", "dtype fp16 requested", "keep_in_fp32".
+  /// Why: "LibTorch 1.13 has no uint16", "target dtype F16", "keep_in_fp32".
   std::string why;
   /// Tensor names in the order they were added.
   std::vector<std::string> tensors;

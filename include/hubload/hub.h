@@ -92,6 +92,9 @@ struct RepoFile {
 struct RepoListing {
   std::string commit;            // 40-hex commit the listing is at
   std::vector<RepoFile> files;   // every file at all depths, tree order
+  /// Set when the listing came from the cache because the Hub could not be
+  /// reached (one line naming the commit), for callers' reports.
+  std::vector<std::string> warnings;
 };
 
 struct FileRequest {
@@ -106,7 +109,22 @@ struct FileRequest {
   bool force_download = false;
 };
 
+/// The partial file of one download, as its bytes land (streaming loads).
+struct FileBytes {
+  std::string path_in_repo;
+  int fd = -1;                    // read-only descriptor of the partial file; valid during the call only (dup(2) it)
+  uint64_t generation = 0;        // 1, then +1 whenever this file's download restarts in a NEW partial file
+  uint64_t contiguous_bytes = 0;  // bytes [0, contiguous_bytes) are written and never rewritten in this file
+  uint64_t size = 0;              // final size of the file
+};
+
 struct DownloadCallbacks {
+  /// Called from a worker thread whenever the contiguous prefix of a file
+  /// being downloaded grows (at most about every 1 MiB, and always once with
+  /// contiguous_bytes == size before the hash check and rename). Never called
+  /// for files that were already cached. Bytes are verified only when
+  /// on_file_done is called for the file.
+  std::function<void(const FileBytes&)> on_file_bytes;
   /// Called once per file, from a worker thread, the moment the file is
   /// complete and verified (or found already cached), in completion order.
   /// `local_path` is the snapshot pointer (or the local_dir file).

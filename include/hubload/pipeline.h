@@ -1,49 +1,41 @@
-// hubload/pipeline.h: fetch-and-load — `from_pretrained` in C++.
+// hubload/pipeline.h: fetch-and-load into LibTorch CPU tensors —
+// `from_pretrained` in C++ (the torch sinks of the one load driver).
 //
 // A caller names a model (a Hub repo id, or a local folder / file) with its
-// revision, subfolder, variant and dtype. hubload lists the repo once, resolves
-// the weights (resolve.h, loading-semantics.md section A), fetches the index (or
-// the single file), checks that every shard it names exists in the listing
-// (field failure B23) and that variant and non-variant shards are never mixed
-// (B25), then downloads the shards concurrently into the Hugging Face cache
-// (HubClient::DownloadFiles) and loads each shard the moment it is complete and
-// verified, in completion order, while the others are still arriving:
+// revision, subfolder, variant and dtype (load.h). hubload lists the repo once,
+// resolves the weights (resolve.h, loading-semantics.md section A), fetches the
+// index, checks that every shard it names exists (B23) and that variant and
+// non-variant shards are never mixed (B25), warns about shards the index does
+// not name, then downloads the shards into the Hugging Face cache in load
+// order (HubClient::DownloadFiles: its connections work on the earliest
+// unfinished file first) and hands each tensor to the sink as soon as its
+// bytes land:
 //
-//   ListFiles ─► ResolveWeights ─► index ─► ShardPaths ─► DownloadFiles ──┐
-//                                                   (worker threads)       │ on_file_done
-//                           bounded completion queue (max_shards_in_flight)◄┘
-//                                      │
-//                      loader thread: mmap + ParseHeader + CheckShardAgainstIndex
-//                                      │  LoadTensor (zero-copy or converted)
-//                                      ▼
-//                     sink: state dict / ModuleLoader / caller's on_tensor
+//   plan (listing/folder -> resolve -> index -> shards in load order)
+//     -> source (downloads, or local files) -> driver: header once its bytes
+//        land (index check), each tensor once its bytes land, shard end once
+//        the file is verified -> sink (state dict / module / caller's callbacks)
 //
-// A local folder or file goes through the same loader (no network, files taken
-// in load order). The first error anywhere (download, format, conversion, the
-// caller's sink) sets the cancel flag of DownloadFiles, stops the loader,
-// drains the queue and is returned as one Status whose ErrorContext names the
-// repo_id, revision and file. The cache is written only by HubClient, whose
-// blobs and snapshot pointers appear only after size + sha256 checks, so a
-// cancelled load never leaves a half-written file visible in the cache (only a
-// resumable blobs/<etag>.incomplete partial).
+// The same driver serves the device path (device_pipeline.h) and the
+// distributed one (distributed.h): the index check, alias restoration, the
+// unnamed-shard warning, reasons and timings are the same everywhere, and
+// every path fills the same PretrainedInfo (load.h: LoadReportJson).
 //
-// Granularity: whole shards (a shard is loaded once fully downloaded and
-// verified); there is no header-first streaming of partial shards.
+// Provisional tensors: a tensor handed to `on_tensor` before its shard's
+// sha256 was checked is provisional; the call returns OK only after every
+// shard is verified (a mismatch fails the whole load naming the file, and
+// nothing unverified is ever renamed into blobs/). Zero-copy tensors view the
+// cache file (or its partial, which becomes the blob by rename; a partial is
+// never rewritten in place). The loader never writes the cache: blobs,
+// snapshot links and refs are the client's.
 //
-// Memory: tensors that are zero-copy views keep their shard's read-only mapping
-// alive (pages are backed by the cache file, not anonymous memory); converted
-// tensors own fresh memory and their shard's mapping is released as soon as
-// the shard is processed. At most `max_shards_in_flight` downloaded shards wait
-// for the loader; download workers block (they do not buffer) when the queue
-// is full.
-//
-// Pickle weights (`*.bin`) are never unpickled (no pickled code is ever
-// executed): they resolve, then fail with kUnsupported naming the file and
-// suggesting a conversion to safetensors, before anything is downloaded.
+// Pickle weights (`*.bin`) are never unpickled here (no pickled code is ever
+// executed): they resolve, then fail with kUnsupported (reason
+// PickleUnsupported) naming the file, before anything is downloaded.
 //
 // Thread safety: every function may be called concurrently from several
 // threads with distinct requests and sinks (HubClient is thread-safe). The
-// callbacks of one call are invoked as documented on PipelineCallbacks.
+// callbacks of one call are invoked as documented on PretrainedCallbacks.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -56,6 +48,7 @@
 
 #include "hubload/cache.h"
 #include "hubload/hub.h"
+#include "hubload/load.h"
 #include "hubload/resolve.h"
 #include "hubload/status.h"
 #include "hubload/torch_loader.h"
@@ -66,93 +59,14 @@ class Module;
 
 namespace hubload {
 
-/// What to load and how (diffusers/transformers `from_pretrained` arguments).
-struct PretrainedRequest {
-  /// Hub repo id ("org/name") or a local path (a folder, a `.safetensors`
-  /// file or a `*.safetensors.index.json` file). See `source`.
-  std::string repo_id;
-  /// Where `repo_id` points to.
-  ///  kAuto: a local path when `repo_id` names an existing file or folder
-  ///   (as diffusers/transformers `os.path.isdir` first), else a Hub repo id.
-  ///  kHub / kLocal: forced.
-  enum class Source { kAuto, kHub, kLocal } source = Source::kAuto;
-  /// Branch, tag, "refs/pr/N" or 40-hex commit (Hub only).
-  std::string revision = "main";
-  RepoType repo_type = RepoType::kModel;
-  /// Component folder ("transformer", "unet", "" = root).
-  std::string subfolder;
-  /// Weights variant ("fp16", "bf16", "" = none).
-  std::string variant;
-  /// Variant absent but non-variant weights present: false = error listing the
-  /// variants present (diffusers ModelMixin, transformers); true = load the
-  /// non-variant weights with a warning (never mixing the two).
-  bool allow_variant_fallback = false;
-  /// Weights names looked for (ResolveOptions::Convention).
-  ResolveOptions::Convention convention = ResolveOptions::Convention::kAuto;
-  /// dtype, keep_in_fp32 modules, force_copy (torch_loader.h).
-  LoadOptions load;
-  /// Target device. The functions of this header load to "cpu" (or "")
-  /// only; anything else is kUnsupported (reason UnsupportedDevice) here.
-  /// GPUs ("cuda", "cuda:N") and accelerate-style device_map placements go
-  /// through FetchAndLoadToDevice (device_pipeline.h), which uses this field
-  /// when DeviceLoadOptions::device is empty.
-  std::string device = "cpu";
-  /// Downloaded shards allowed to wait for the loader (queue capacity, >= 1).
-  /// Download concurrency itself is ClientOptions::max_workers.
-  int max_shards_in_flight = 2;
-  /// true (default): load each shard as soon as it is downloaded. false: the
-  /// same library downloads every shard first, then loads them (the baseline
-  /// of the overlap benchmark).
-  bool overlap = true;
-};
-
-/// Where time went, in seconds, measured with a steady clock from the start
-/// of the call.
-struct PretrainedTimings {
-  /// Until the first tensor was handed to the sink (0 when there is none).
-  double time_to_first_tensor_s = 0;
-  /// Until the last weights file was downloaded and verified (listing,
-  /// index and shards included; 0 for local paths).
-  double download_s = 0;
-  /// Busy time of the loader: opening, validating and creating tensors and
-  /// running the sink, summed over files (overlaps download_s).
-  double load_s = 0;
-  /// Whole call.
-  double total_s = 0;
-};
-
-/// What a load read, besides the tensors.
-struct PretrainedInfo {
-  /// "hub" or "local".
-  std::string source;
-  std::string repo_id;   // as requested
-  std::string revision;  // as requested ("" for local paths)
-  std::string commit;    // 40-hex commit listed ("" for local paths)
-  /// Snapshot folder (<cache>/models--org--name/snapshots/<commit>) or the
-  /// local folder the files were read from.
-  std::string root;
-  ResolvedWeights resolved;
-  /// The index file (repo-relative for the Hub, local path otherwise); "" for
-  /// single-file weights.
-  std::string index_file;
-  /// Weights files, repo-relative for the Hub, local paths otherwise, in index
-  /// order (sorted shard names) or the single file.
-  std::vector<std::string> files;
-  /// The same files in the order the loader processed them (completion order).
-  std::vector<std::string> load_order;
-  /// Local paths of `files` (snapshot pointers for the Hub), same order.
-  std::vector<std::string> local_files;
-  uint64_t num_tensors = 0;
-  /// Bytes of the weights files (headers included).
-  uint64_t weights_bytes = 0;
-  std::vector<std::string> warnings;
-  PretrainedTimings timings;
-};
+// PretrainedRequest, PretrainedInfo, PretrainedTimings, TensorRecord: hubload/load.h.
 
 /// Callbacks of the streaming form. All are optional.
 struct PretrainedCallbacks {
   /// Every tensor, on the loader thread (one thread, never concurrently with
-  /// itself), shard by shard in completion order, file order within a shard.
+  /// itself), as soon as its bytes are in the cache (provisional until the
+  /// call returns OK), file order within a shard, the earliest readable shard
+  /// first.
   /// A non-OK return stops the load: it cancels the downloads and is returned
   /// by FetchAndLoad (prefixed with the tensor name).
   std::function<Status(const std::string& name, at::Tensor tensor)> on_tensor;
@@ -169,7 +83,7 @@ struct PretrainedCallbacks {
 };
 
 /// The streaming form: resolves, downloads and loads `req`, giving every
-/// tensor to `cb.on_tensor` as soon as its shard is verified.
+/// tensor to `cb.on_tensor` as soon as its bytes landed.
 ///
 /// `client` is used only for Hub sources (its ClientOptions give endpoint,
 /// token, cache folder, offline mode and download concurrency); local sources
@@ -213,6 +127,38 @@ struct PretrainedModuleLoad {
 /// (ShapeMismatch, DuplicateKey, strict MissingKeys / UnexpectedKeys).
 Result<PretrainedModuleLoad> LoadModule(const HubClient& client, const PretrainedRequest& req,
                                         torch::nn::Module& module, const ModuleLoadOptions& module_options = {});
+
+// ---------------------------------------------------------------------------
+// Local checkpoints (the same driver, no network).
+
+/// A whole checkpoint as a state dict.
+struct Checkpoint {
+  /// Files read, as given, in load order.
+  std::vector<std::string> files;
+  /// Tensors in file order, file after file (shards in index order), then
+  /// restored aliases.
+  StateDict tensors;
+  /// Warnings from resolution and loading.
+  std::vector<std::string> warnings;
+  ResolvedWeights resolved;
+};
+
+/// The local checkpoint at `path` as a state dict: LoadStateDict with
+/// source kLocal. `path` is a .safetensors file (read as is), a
+/// `*.safetensors.index.json` file (its shards next to it), or a folder
+/// resolved with ResolveWeights (section A; subfolder, variant and convention
+/// from `resolve_options`). Errors: those of LoadStateDict.
+Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions& resolve_options,
+                                  const LoadOptions& load_options);
+
+/// Loads the local checkpoint at `path` into `module` shard by shard: every
+/// shard header is read first and passed to ModuleLoader::Expect (so strict /
+/// shape errors come before any loading), then each shard is loaded and
+/// released before the next — peak memory ≈ the module plus one shard (B35).
+/// Errors: those of LoadCheckpoint and ModuleLoader.
+Result<LoadReport> LoadIntoModule(torch::nn::Module& module, const std::string& path,
+                                  const ResolveOptions& resolve_options, const LoadOptions& load_options,
+                                  const ModuleLoadOptions& module_options);
 
 // ---------------------------------------------------------------------------
 // diffusers pipelines: `model_index.json` with one component per subfolder.

@@ -108,21 +108,4 @@ std::string AddVariant(const std::string& name, const std::string& variant);
 /// (".git", ".cache") are skipped. Errors: kNotFound, kIOError.
 Result<std::vector<std::string>> ListLocalFiles(const std::string& root);
 
-/// The files a local checkpoint consists of, without opening any of them:
-/// resolved weights plus the paths of its files in load order (single file, or
-/// every shard after the ShardPaths checks), as hubload/torch_loader.h's
-/// LoadCheckpoint reads them. `path` is a .safetensors file (taken as is), a
-/// `*.safetensors.index.json` file (its shards next to it) or a folder resolved
-/// with ResolveWeights; shards of the folder's family that the index does not
-/// name are ignored with a warning (B23). Errors: those of ResolveWeights,
-/// ReadIndex and ShardPaths; kNotFound for a missing path; kUnsupported
-/// (reason PickleUnsupported) for pickle `.bin` weights.
-struct LocalCheckpointFiles {
-  ResolvedWeights resolved;
-  std::vector<std::string> files;
-  std::string index_path;  // empty for single files
-  safetensors::Index index;
-};
-Result<LocalCheckpointFiles> ResolveLocalCheckpoint(const std::string& path, const ResolveOptions& options);
-
 }  // namespace hubload

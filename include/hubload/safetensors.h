@@ -159,6 +159,13 @@ class MappedFile {
   /// Maps `path`. An empty file gives size() == 0 and data() == nullptr.
   /// Errors: kNotFound, kIOError (open/fstat/mmap failure, not a regular file).
   static Result<std::shared_ptr<MappedFile>> Open(const std::string& path);
+  /// Maps `size` bytes of the open descriptor `fd` (not taken over: the
+  /// caller may close it afterwards; the mapping stays valid). `size` may
+  /// exceed the file's current length (a download still being written):
+  /// reading a page past the current end of file raises SIGBUS, so callers
+  /// read only bytes known to be written. `label` is reported by path().
+  /// Errors: kIOError (mmap failure).
+  static Result<std::shared_ptr<MappedFile>> FromFd(int fd, uint64_t size, std::string label);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -180,6 +187,11 @@ class SafetensorsFile {
   /// Maps `path` and validates its header (ParseHeader over the mapping).
   /// Errors: those of MappedFile::Open and ParseHeader.
   static Result<SafetensorsFile> Open(const std::string& path);
+  /// A file from a mapping and a header already parsed from its bytes (the
+  /// streaming loader parses the header as soon as its bytes land, before the
+  /// rest of the file exists). `header.file_size` must not exceed the mapping.
+  /// Errors: kInvalidArgument when it does.
+  static Result<SafetensorsFile> FromParts(std::shared_ptr<MappedFile> mapping, Header header);
 
   const Header& header() const { return header_; }
   /// The bytes of `t` inside the mapping (t must come from header(); a range

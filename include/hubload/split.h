@@ -17,7 +17,6 @@
 #include <utility>
 #include <vector>
 
-#include "hubload/resolve.h"
 #include "hubload/safetensors.h"
 #include "hubload/status.h"
 
@@ -115,47 +114,34 @@ struct ReshardOptions {
   TensorBytesConverter convert;
 };
 
+/// A resolved source checkpoint (local files), e.g. from the load driver's
+/// fetch plan (`hubload reshard` resolves SRC as `hubload load` does).
+struct ReshardSource {
+  /// Weights files in load order (index order) or the single file; local paths.
+  std::vector<std::string> files;
+  /// The index file when sharded (every file is checked against it), "" otherwise.
+  std::string index_file;
+  /// The source's weights-name stem ("model", "diffusion_pytorch_model"): the
+  /// default output name.
+  std::string weights_name;
+};
+
 /// What ReshardCheckpoint wrote (basenames inside the output folder).
 struct ReshardResult {
   std::vector<std::string> files;  // shard order
   std::string index_file;          // "" when the output is one file
   uint64_t total_size = 0;         // tensor bytes written
   std::vector<std::string> removed_stale;
-  /// Warnings of resolving the source (unnamed shards, variant fallbacks).
-  std::vector<std::string> warnings;
 };
 
-/// Rewrites the local checkpoint `src` (as ResolveLocalCheckpoint resolves it;
-/// each shard checked against its index) into `out_dir` (created if needed),
-/// byte for byte: a safetensors-level operation that needs no LibTorch.
-///  - Split: SplitStateDict over every tensor in load order (shards in index
+/// Rewrites the checkpoint `src` into `out_dir` (created if needed), byte for
+/// byte: a safetensors-level operation that needs no LibTorch.
+///  - Split: SplitStateDict over every tensor in load order (files in `src`
 ///    order, tensors in file order), sized by their bytes as stored (as
 ///    converted with float_dtype), names from ShardFilenamePattern; inside a
-///    file tensors in the safetensors writer order (SerializeHeader).
-///  - `__metadata__` of the sources is kept in every output file (one merged
-///    map; "format": "pt" added when absent). A key that two source files give
-///    different values is an error (kInvalidFormat, reason MetadataConflict)
-///    naming the key, both values and both files. With one output file the
-///    source index's metadata (but total_size) joins it, as
-///    huggingface_hub's save_torch_state_dict does (non-string values as
-///    compact JSON; a conflict with a file's value is the same error).
-///  - The index (only with more than one output file, written last, indent 2):
-///    `metadata` = total_size of the output, then the source index's other
-///    metadata values unchanged (JSON values kept as they are), or, for a
-///    single-file source, its `__metadata__` but "format" (so that alias
-///    entries `removed -> kept` still restore); `weight_map` sorted by name.
-///  - Every file goes to a temp name and is renamed; then stale files of the
-///    output weights name and variant are removed as SaveSharded does (B27).
-///    `out_dir` may be the source folder: mapped sources stay readable.
-///  - Memory: source bytes are written from read-only mappings whose pages are
-///    released as they are written (about one 64 MiB piece resident at a time).
-/// Errors: those of ResolveLocalCheckpoint, SafetensorsFile::Open,
-/// CheckShardAgainstIndex, SplitStateDict (a tensor in two shards:
-/// DuplicateTensor) and the writer; kInvalidArgument (float_dtype not F32/F16/
-/// BF16 or without `convert`, max_shard_size 0, bad names); kUnsupported
-/// (reason UnsupportedDtype) for a floating tensor float_dtype cannot reach
-/// (F4, F6_*, F8_*FNUZ), naming it; the converter's errors.
-Result<ReshardResult> ReshardCheckpoint(const std::string& src, const std::string& out_dir,
-                                        const ResolveOptions& resolve, const ReshardOptions& options);
+///    file tensors in the safetensors writer order (SerializeHeader). A
+///    checkpoint without tensors still gives one (empty) file.
+Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::string& out_dir,
+                                        const ReshardOptions& options);
 
 }  // namespace hubload

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hubload/dtype_policy.h"
+#include "hubload/load.h"
 #include "hubload/resolve.h"
 #include "hubload/safetensors.h"
 #include "hubload/status.h"
@@ -36,9 +37,9 @@ namespace hubload {
 /// An ordered state dict: (tensor name, tensor) in file / insertion order.
 using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
 
-// TargetDtype, ParseTargetDtype, LoadOptions and the dtype policy as a table
-// over safetensors dtypes (LoadedSafetensorsDtype, AddDtypeConversions for
-// report warnings): hubload/dtype_policy.h, included above.
+// TargetDtype, ParseTargetDtype and LoadOptions: hubload/load.h (torch-free);
+// the dtype policy as a table over safetensors dtypes (LoadedSafetensorsDtype,
+// AddDtypeConversions for report warnings): hubload/dtype_policy.h.
 
 /// The LibTorch dtype of LoadedSafetensorsDtype(d, name, options) (see there:
 /// BOOL U8 I8 I16 I32 I64 F16 BF16 F32 F64 C64 as stored; F8_E4M3/F8_E5M2/
@@ -92,31 +93,6 @@ Result<StateDict> LoadTensors(const safetensors::SafetensorsFile& file, const Lo
 /// first error (its own or fn's) and returns it, prefixed with the tensor name.
 Status ForEachTensor(const safetensors::SafetensorsFile& file, const LoadOptions& options,
                      const std::function<Status(const std::string&, at::Tensor)>& fn);
-
-/// A whole checkpoint as a state dict.
-struct Checkpoint {
-  /// Files read, absolute or as given, in load order.
-  std::vector<std::string> files;
-  /// Tensors in file order, file after file (shards in index order).
-  StateDict tensors;
-  /// Warnings from resolution and loading, including one per dtype conversion
-  /// the load performed (DescribeDtypeConversion: "3 tensors U16 -> I32 (...)").
-  std::vector<std::string> warnings;
-  ResolvedWeights resolved;
-};
-
-/// Resolves the local checkpoint `path` and returns all its tensors.
-/// `path` is a .safetensors file (read as is), a `*.safetensors.index.json`
-/// file (its shards next to it), or a folder resolved with ResolveWeights
-/// (section A). For sharded checkpoints every shard must exist before any is
-/// opened (B23) and each shard is checked against the index
-/// (CheckShardAgainstIndex). Errors: those of ResolveWeights / ShardPaths,
-/// kUnsupported for pickle `.bin` weights ("convert to safetensors"), the
-/// safetensors errors, and conversion errors.
-Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions& resolve_options,
-                                  const LoadOptions& load_options);
-
-// LocalCheckpointFiles / ResolveLocalCheckpoint: hubload/resolve.h (torch-free).
 
 // ---------------------------------------------------------------------------
 // Loading into modules.
@@ -215,14 +191,7 @@ class ModuleLoader {
   Impl* impl_;
 };
 
-/// Resolves the local checkpoint at `path` (as LoadCheckpoint) and loads it into
-/// `module` shard by shard: every shard header is read first and passed to
-/// ModuleLoader::Expect (so strict / shape errors come before any loading), then
-/// each shard is mapped, loaded and unmapped before the next is opened — peak
-/// memory ≈ the module plus one shard (B35).
-Result<LoadReport> LoadIntoModule(torch::nn::Module& module, const std::string& path,
-                                  const ResolveOptions& resolve_options, const LoadOptions& load_options,
-                                  const ModuleLoadOptions& module_options);
+// LoadCheckpoint / LoadIntoModule (local checkpoints through the load driver): hubload/pipeline.h.
 
 /// Named parameters then buffers of `module` (torch state_dict order per
 /// submodule is not reproduced: parameters first, then buffers), without
@@ -286,20 +255,5 @@ Result<TensorSummary> SummarizeTensor(const at::Tensor& t);
 
 /// The safetensors dtype of a LibTorch dtype, or kUnsupported.
 Result<safetensors::Dtype> SafetensorsDtype(at::ScalarType t);
-
-/// The JSON report of `hubload load --json` (one line, compact):
-/// `{"files":[...], "tensors":{"NAME":{"dtype":"BF16","shape":[...],"sum":S,"sha256":"HEX"}},
-///   "timings":{"NAME_s":seconds,...}, "warnings":[...]}`; tensors in `tensors` order,
-/// timings in the given order (seconds). The fetch-and-load pipeline passes its own
-/// extra timings. A NaN/infinite sum is written as null (JSON has no NaN).
-/// Errors: those of SummarizeTensor (the tensor is named).
-Result<std::string> LoadReportJson(const std::vector<std::string>& files, const StateDict& tensors,
-                                   const std::vector<std::pair<std::string, double>>& timings_s,
-                                   const std::vector<std::string>& warnings = {});
-
-/// A short human summary of a loaded state dict: tensor and file counts, bytes
-/// per loaded dtype, then one line per timing. Never fails.
-std::string LoadSummaryText(const std::vector<std::string>& files, const StateDict& tensors,
-                            const std::vector<std::pair<std::string, double>>& timings_s);
 
 }  // namespace hubload

@@ -330,3 +330,9 @@ Status FakeDeviceBackend::copy_to_host(void* dst, const void* src, uint64_t byte
 }
 
 }  // namespace hubload
+
+namespace hubload {
+std::shared_ptr<DeviceBackend> MakeFakeDeviceBackend(FakeDeviceOptions options) {
+  return std::make_shared<FakeDeviceBackend>(options);
+}
+}  // namespace hubload

@@ -1,194 +1,28 @@
-// Fetch-and-load to devices (hubload/device_pipeline.h): headers first, plan,
-// then shards through the staging loader as they are downloaded.
-//
-// pipeline.h is included only for PretrainedRequest and ResolveLocalCheckpoint
-// (local checkpoints resolve exactly as on the CPU path); no tensor type is used.
+// Fetch-and-load to devices (hubload/device_pipeline.h): the load driver with
+// shard headers read first, a placement plan, and a device sink that streams
+// each shard through the staging loader while its bytes land. Torch-free.
 #include "hubload/device_pipeline.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <set>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 
-#include "hubload/cache.h"
-#include "hubload/pipeline.h"
-#include "loader/pipeline/completion_queue.h"
-
-#include "loader/pipeline/common.h"
+#include "loader/pipeline/driver.h"
+#include "util/digest.h"
 
 namespace hubload {
 namespace {
 
-namespace fs = std::filesystem;
-using pipeline_internal::Clock;
-using pipeline_internal::CompletedFile;
-using pipeline_internal::CompletionQueue;
+using pipeline_internal::FetchPlan;
+using pipeline_internal::PickleUnsupported;
+using pipeline_internal::LoadHooks;
+using pipeline_internal::ShardData;
+using pipeline_internal::ShardSink;
 
 constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
-
-using pipeline_internal::Basename;
-using pipeline_internal::Seconds;
-using pipeline_internal::WithContext;
-
-bool IsLocal(const PretrainedRequest& req) {
-  if (req.source == PretrainedRequest::Source::kLocal) return true;
-  if (req.source == PretrainedRequest::Source::kHub) return false;
-  std::error_code ec;
-  return fs::exists(req.repo_id, ec);
-}
-
-ResolveOptions ToResolveOptions(const PretrainedRequest& req) {
-  ResolveOptions ro;
-  ro.subfolder = req.subfolder;
-  ro.variant = req.variant;
-  ro.allow_variant_fallback = req.allow_variant_fallback;
-  ro.convention = req.convention;
-  ro.allow_pickle = true;  // resolved so that the error can name the file
-  return ro;
-}
-
-std::string CacheDirOf(const HubClient& client) {
-  const std::string& d = client.options().config.cache_dir;
-  return d.empty() ? HubConfig::FromEnvironment().cache_dir : d;
-}
-
-/// One weights file: where it is and its validated header.
-struct Shard {
-  std::string file;        // repo-relative (Hub) or local path
-  std::string local_path;  // snapshot pointer (Hub) or local path
-  uint64_t size = 0;
-  safetensors::Header header;
-};
-
-struct Resolution {
-  bool local = false;
-  bool sharded = false;
-  safetensors::Index index;
-  std::vector<Shard> shards;  // index order
-};
-
-Status PickleUnsupported(const std::string& file, const std::string& repo_id, const std::string& revision) {
-  Status st(Code::kUnsupported,
-            "'" + file + "' in " + repo_id +
-                " is a pickle (.bin) checkpoint; hubload never unpickles and loads safetensors only — convert it "
-                "to safetensors and load the .safetensors weights",
-            "PickleUnsupported");
-  return WithContext(st, repo_id, revision, file);
-}
-
-Result<Resolution> ResolveHub(const HubClient& client, const PretrainedRequest& req, DeviceLoadResult* out) {
-  HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing, client.ListFiles(req.repo_id, req.revision, req.repo_type));
-  out->source = "hub";
-  out->commit = listing.commit;
-  std::vector<std::string> paths;
-  std::map<std::string, uint64_t> sizes;
-  for (const auto& f : listing.files) {
-    paths.push_back(f.path);
-    sizes[f.path] = f.size;
-  }
-  const std::string where = req.repo_id + "@" + req.revision;
-  auto resolved = ResolveWeights(paths, ToResolveOptions(req));
-  if (!resolved.ok()) return WithContext(resolved.status().WithPrefix(where), req.repo_id, req.revision, "");
-  out->resolved = *resolved;
-  if (resolved->is_pickle) return PickleUnsupported(resolved->weights_file, req.repo_id, req.revision);
-  Resolution r;
-  std::vector<std::string> files;
-  if (resolved->kind == ResolvedWeights::kSingleFile) {
-    files = {resolved->weights_file};
-  } else {
-    r.sharded = true;
-    out->index_file = resolved->weights_file;
-    FileRequest fr;
-    fr.repo_id = req.repo_id;
-    fr.filename = resolved->weights_file;
-    fr.revision = listing.commit;
-    fr.repo_type = req.repo_type;
-    HUBLOAD_ASSIGN_OR_RETURN(std::string index_local, client.Download(fr));
-    auto index = safetensors::ReadIndex(index_local);
-    if (!index.ok())
-      return WithContext(index.status().WithPrefix(where + " " + resolved->weights_file), req.repo_id, req.revision,
-                         resolved->weights_file);
-    r.index = std::move(*index);
-    auto shards = ShardPaths(*resolved, r.index, paths);
-    if (!shards.ok())
-      return WithContext(shards.status().WithPrefix(where + " " + resolved->weights_file), req.repo_id, req.revision,
-                         resolved->weights_file);
-    files = std::move(*shards);
-  }
-  RepoCache cache(CacheDirOf(client), req.repo_id, req.repo_type);
-  for (const auto& f : files) {
-    Shard s;
-    s.file = f;
-    s.local_path = cache.PointerPath(listing.commit, f);
-    s.size = sizes[f];
-    r.shards.push_back(std::move(s));
-  }
-  return r;
-}
-
-Result<Resolution> ResolveLocal(const PretrainedRequest& req, DeviceLoadResult* out) {
-  HUBLOAD_ASSIGN_OR_RETURN(LocalCheckpointFiles lc, ResolveLocalCheckpoint(req.repo_id, ToResolveOptions(req)));
-  out->source = "local";
-  out->resolved = lc.resolved;
-  out->index_file = lc.index_path;
-  Resolution r;
-  r.local = true;
-  r.sharded = !lc.index_path.empty();
-  r.index = std::move(lc.index);
-  for (const auto& f : lc.files) {
-    Shard s;
-    s.file = f;
-    s.local_path = f;
-    std::error_code ec;
-    auto sz = fs::file_size(f, ec);
-    s.size = ec ? 0 : sz;
-    r.shards.push_back(std::move(s));
-  }
-  return r;
-}
-
-/// Reads the header of every shard without downloading it: two ranged reads
-/// per Hub file (8 bytes, then N), two preads per local file.
-Status ReadHeaders(const HubClient& client, const PretrainedRequest& req, const std::string& commit,
-                   Resolution* r) {
-  for (Shard& s : r->shards) {
-    if (r->local) {
-      HUBLOAD_ASSIGN_OR_RETURN(s.header, safetensors::ReadMetadata(s.local_path));
-    } else {
-      const std::string label = req.repo_id + "@" + req.revision + " " + s.file;
-      FileRequest fr;
-      fr.repo_id = req.repo_id;
-      fr.filename = s.file;
-      fr.revision = commit;
-      fr.repo_type = req.repo_type;
-      HUBLOAD_ASSIGN_OR_RETURN(std::string prefix, client.ReadRange(fr, 0, 8));
-      HUBLOAD_ASSIGN_OR_RETURN(uint64_t need,
-                               safetensors::PeekHeaderLength(reinterpret_cast<const uint8_t*>(prefix.data()),
-                                                             prefix.size(), s.size, label));
-      if (need > prefix.size()) {
-        HUBLOAD_ASSIGN_OR_RETURN(std::string rest, client.ReadRange(fr, prefix.size(), need - prefix.size()));
-        prefix += rest;
-      }
-      HUBLOAD_ASSIGN_OR_RETURN(s.header, safetensors::ParseHeader(reinterpret_cast<const uint8_t*>(prefix.data()),
-                                                                  prefix.size(), s.size, label));
-    }
-    if (r->sharded) HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(r->index, Basename(s.file), s.header));
-  }
-  return Status::Ok();
-}
 
 std::optional<Dtype> TargetDtypeOf(const PretrainedRequest& req, const DeviceLoadOptions& options) {
   if (options.staging.target_dtype) return options.staging.target_dtype;
@@ -242,45 +76,49 @@ class PlanIndex {
   std::unordered_map<std::string, Device> by_prefix_;
 };
 
-bool SameHeader(const safetensors::Header& a, const safetensors::Header& b) {
-  if (a.data_start != b.data_start || a.file_size != b.file_size || a.tensors.size() != b.tensors.size()) return false;
-  for (size_t i = 0; i < a.tensors.size(); ++i) {
-    const auto& x = a.tensors[i];
-    const auto& y = b.tensors[i];
-    if (x.name != y.name || x.dtype != y.dtype || x.shape != y.shape || x.begin != y.begin || x.end != y.end)
-      return false;
-  }
-  return true;
-}
-
-/// A ShardReader over an open file descriptor (pread, EINTR-safe).
-ShardReader PreadReader(int fd, const std::string& path) {
-  return [fd, path](uint64_t offset, void* dst, uint64_t bytes) -> Status {
-    auto* p = static_cast<uint8_t*>(dst);
-    while (bytes > 0) {
-      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(bytes, 1ull << 30));
-      ssize_t n = ::pread(fd, p, chunk, static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        Status st(Code::kIOError, "cannot read '" + path + "' at offset " + std::to_string(offset) + ": " +
-                                      std::strerror(errno),
-                  "IOError");
-        st.mutable_context().file = path;
-        return st;
+/// Streams each shard to its devices (StagingLoader::LoadShard reads through
+/// the driver, so it waits for bytes as they land); tensors planned on disk
+/// are skipped.
+class DeviceSink : public ShardSink {
+ public:
+  DeviceSink(StagingLoader* loader, const PlanIndex* index, DeviceStateDict* out, bool digests)
+      : loader_(loader), index_(index), out_(out), digests_(digests) {}
+  bool WholeShard() const override { return true; }
+  Status OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records) override {
+    const auto place = [&](const std::string& name) { return index_->Of(name); };
+    safetensors::Header h = shard.header();
+    h.tensors.erase(std::remove_if(h.tensors.begin(), h.tensors.end(),
+                                   [&](const safetensors::TensorInfo& t) {
+                                     return place(t.name).kind == Device::Kind::kDisk;
+                                   }),
+                    h.tensors.end());
+    h.by_name.clear();
+    const size_t before = out_->tensors().size();
+    ShardReader reader = [&shard](uint64_t offset, void* dst, uint64_t bytes) { return shard.Read(offset, dst, bytes); };
+    HUBLOAD_RETURN_IF_ERROR(loader_->LoadShard(shard.file(), h, reader, place, out_));
+    std::unordered_map<std::string, const DeviceTensor*> loaded;
+    for (size_t i = before; i < out_->tensors().size(); ++i) loaded[out_->tensors()[i].name] = &out_->tensors()[i];
+    for (TensorRecord& r : *records) {
+      const Device d = place(r.name);
+      r.device = d.ToString();
+      auto it = loaded.find(r.name);
+      if (it == loaded.end()) continue;  // left on disk
+      r.dtype = safetensors::DtypeName(it->second->dtype);
+      r.bytes = it->second->bytes;
+      if (digests_) {
+        HUBLOAD_ASSIGN_OR_RETURN(std::vector<uint8_t> host, out_->CopyToHost(*it->second));
+        r.sha256 = util::Sha256Hex(std::string_view(reinterpret_cast<const char*>(host.data()), host.size()));
       }
-      if (n == 0) {
-        Status st(Code::kIOError, "'" + path + "' ends before offset " + std::to_string(offset) + " (truncated?)",
-                  "IOError");
-        st.mutable_context().file = path;
-        return st;
-      }
-      p += n;
-      offset += static_cast<uint64_t>(n);
-      bytes -= static_cast<uint64_t>(n);
     }
     return Status::Ok();
-  };
-}
+  }
+
+ private:
+  StagingLoader* loader_;
+  const PlanIndex* index_;
+  DeviceStateDict* out_;
+  bool digests_;
+};
 
 }  // namespace
 
@@ -298,37 +136,21 @@ std::vector<TensorFootprint> DeviceFootprints(const safetensors::Header& header,
 
 Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const PretrainedRequest& req,
                                               const DeviceLoadOptions& options) {
-  const auto t0 = Clock::now();
-  if (req.repo_id.empty())
-    return Status(Code::kInvalidArgument, "empty repo_id (a Hub repo id or a local path)", "EmptyRepoId");
-  if (req.max_shards_in_flight < 1)
-    return Status(Code::kInvalidArgument,
-                  "max_shards_in_flight must be >= 1 (got " + std::to_string(req.max_shards_in_flight) + ")",
-                  "InvalidArgument");
   if (!req.load.keep_in_fp32.empty())
     return Status(Code::kUnsupported,
                   "keep_in_fp32 is not supported when loading to devices (the staging path converts every floating "
                   "tensor to the same dtype); load with the CPU pipeline or without a target dtype",
                   "UnsupportedOption");
-
   DeviceLoadResult out;
-  out.repo_id = req.repo_id;
-  const bool local = IsLocal(req);
-  if (!local && req.source == PretrainedRequest::Source::kAuto) {
-    Status valid = ValidateRepoId(req.repo_id);
-    if (!valid.ok()) {
-      Status st(Code::kNotFound,
-                "'" + req.repo_id + "' is neither an existing local path nor a valid Hub repo id (" + valid.message() +
-                    ")",
-                "NotFound");
-      return WithContext(st, req.repo_id, "", req.repo_id);
-    }
-  }
-  out.revision = local ? "" : req.revision;
-
-  // ---- placement options (validated before any request) ----
+  std::vector<std::string> warnings;
+  // Placement and backend first: a bad option fails before any request.
   DeviceMapOptions map;
-  std::string what;  // the placement, for messages
+  std::string what;
+  std::optional<Dtype> target;
+  std::shared_ptr<DeviceBackend> backend;
+  std::vector<uint64_t> gpu_free;
+  // ---- placement options and backend, validated before any request ----
+  auto placement = [&]() -> Status {
   if (options.device_map) {
     map = *options.device_map;
     what = std::string("device_map '") + StrategyName(map.strategy) + "'";
@@ -343,17 +165,15 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
     map.explicit_map = {{"", d}};
     what = "device '" + d.ToString() + "'";
   }
-  const std::optional<Dtype> target = TargetDtypeOf(req, options);
-
-  // ---- backend: which GPUs exist and how much is free ----
-  std::shared_ptr<DeviceBackend> backend = options.backend;
+  target = TargetDtypeOf(req, options);
+  // Which GPUs exist and how much is free.
+  backend = options.backend;
   std::string no_cuda;  // why there is no backend
   if (!backend) {
     auto b = MakeCudaBackend();
     if (b.ok()) backend = *b;
     else no_cuda = b.status().message();
   }
-  std::vector<uint64_t> gpu_free;
   if (backend) {
     // With a target dtype the staging loader converts on the device through one
     // scratch buffer per ring slot: keep that room free on every GPU.
@@ -383,193 +203,125 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
                     "); use plan_only (hubload load --plan-only) to compute the placement without a GPU, or the fake "
                     "backend (--device-backend fake) to run the whole path on the CPU",
                 "NoCudaDevice");
-      return WithContext(st, req.repo_id, out.revision, "");
+      return st;
     }
     for (int i = 0; i < named; ++i) {
       auto it = map.max_memory.find("cuda:" + std::to_string(i));
       gpu_free.push_back(it == map.max_memory.end() ? kUnlimited : it->second);
     }
     if (named > 0)
-      out.warnings.push_back("no CUDA device (" + no_cuda + "): planning for the " + std::to_string(named) +
+      warnings.push_back("no CUDA device (" + no_cuda + "): planning for the " + std::to_string(named) +
                              " GPU(s) named by the request, with the max_memory limits (unlimited where none)");
     else if (options.device_map)
-      out.warnings.push_back("no CUDA device (" + no_cuda + "): " + what + " plans for zero GPUs");
+      warnings.push_back("no CUDA device (" + no_cuda + "): " + what + " plans for zero GPUs");
+  }
+    return Status::Ok();
+  };
+  if (Status st = placement(); !st.ok()) {
+    ErrorContext ctx;
+    ctx.repo_id = req.repo_id;
+    return st.Annotate(ctx);
   }
   out.gpu_free_bytes = gpu_free;
 
-  // ---- resolve, read headers, plan ----
-  auto resolved = local ? ResolveLocal(req, &out) : ResolveHub(client, req, &out);
-  if (!resolved.ok()) return WithContext(resolved.status(), req.repo_id, out.revision, "");
-  Resolution res = std::move(*resolved);
-  for (const auto& w : out.resolved.warnings) out.warnings.push_back(w);
-  for (const auto& s : res.shards) {
-    out.files.push_back(s.file);
-    out.weights_bytes += s.size;
-  }
-  {
-    Status st = ReadHeaders(client, req, out.commit, &res);
-    if (!st.ok()) return WithContext(st, req.repo_id, out.revision, "");
-  }
-  std::vector<TensorFootprint> footprints;
-  for (const Shard& s : res.shards) {
-    auto fp = DeviceFootprints(s.header, target);
-    for (size_t i = 0; i < fp.size(); ++i) {
-      const auto& t = s.header.tensors[i];
-      PlannedTensor p;
-      p.name = t.name;
-      p.file = s.file;
-      p.source_dtype = t.dtype;
-      p.dtype = target && IsConvertible(t.dtype) ? *target : t.dtype;
-      p.shape = t.shape;
-      p.bytes = fp[i].bytes;
-      out.planned.push_back(std::move(p));
-    }
-    footprints.insert(footprints.end(), fp.begin(), fp.end());
-  }
-  {
-    auto plan = PlanDeviceMap(footprints, map, gpu_free);
-    if (!plan.ok()) return WithContext(plan.status().WithPrefix(req.repo_id), req.repo_id, out.revision, "");
-    out.plan = std::move(*plan);
-  }
-  const PlanIndex index(out.plan);
-  size_t k = 0;
-  for (const Shard& s : res.shards) {
-    for (const auto& t : s.header.tensors) {
-      PlannedTensor& p = out.planned[k++];
-      p.device = index.Of(p.name);
-      if (p.device.kind == Device::Kind::kDisk)
-        out.disk_tensors.push_back(
-            {t.name, s.file, s.local_path, t.dtype, t.shape, s.header.data_start + t.begin, t.nbytes()});
-    }
-  }
-  out.timings.plan_s = Seconds(t0, Clock::now());
-  if (options.plan_only) {
-    out.backend = backend ? backend->name() : "";
-    out.timings.total_s = Seconds(t0, Clock::now());
-    return out;
-  }
-
-  // ---- load ----
-  if (!backend) {
-    // Nothing goes to a GPU (checked above): host memory through a backend without devices.
-    FakeDeviceOptions fo;
-    fo.devices = 0;
-    backend = std::make_shared<FakeDeviceBackend>(fo);
-    out.backend = "host";
-  } else {
-    out.backend = backend->name();
-  }
-  StagingOptions so = options.staging;
-  so.target_dtype = target;
-  HUBLOAD_ASSIGN_OR_RETURN(std::unique_ptr<StagingLoader> loader, StagingLoader::Create(backend, so));
-  out.tensors = DeviceStateDict(backend);
-  std::map<std::string, const Shard*> by_file;
-  for (const Shard& s : res.shards) by_file[s.file] = &s;
-
-  const size_t capacity = req.overlap ? static_cast<size_t>(req.max_shards_in_flight) : res.shards.size() + 1;
-  CompletionQueue queue(capacity);
-  std::atomic<bool> cancel{false};
-  std::mutex mu;  // guards producer_status, download_done
-  Status producer_status;
-  Clock::time_point download_done = t0;
-  auto file_done = [&](const std::string& file, const std::string& local_path) {
-    if (cancel.load()) return;
-    queue.Push(CompletedFile{file, local_path});
-  };
-  auto producer = [&]() {
-    Status st;
-    if (res.local) {
-      for (const Shard& s : res.shards) {
-        if (cancel.load()) break;
-        file_done(s.file, s.local_path);
+  std::unique_ptr<StagingLoader> loader;
+  std::optional<PlanIndex> index;
+  LoadHooks hooks;
+  hooks.read_headers = true;
+  hooks.before_run = [&](FetchPlan& plan, PretrainedInfo* info, bool* proceed) -> Status {
+    for (auto& w : warnings) info->warnings.push_back(w);
+    std::vector<TensorFootprint> footprints;
+    for (const auto& s : plan.shards) {
+      if (!s.header) return PickleUnsupported(s.file, req.repo_id, req.revision);
+      auto fp = DeviceFootprints(*s.header, target);
+      for (size_t i = 0; i < fp.size(); ++i) {
+        const auto& t = s.header->tensors[i];
+        PlannedTensor p;
+        p.name = t.name;
+        p.file = s.file;
+        p.source_dtype = t.dtype;
+        p.dtype = target && IsConvertible(t.dtype) ? *target : t.dtype;
+        p.shape = t.shape;
+        p.bytes = fp[i].bytes;
+        out.planned.push_back(std::move(p));
       }
+      footprints.insert(footprints.end(), fp.begin(), fp.end());
+    }
+    auto planned = PlanDeviceMap(footprints, map, gpu_free);
+    if (!planned.ok()) return planned.status().WithPrefix(req.repo_id);
+    out.plan = std::move(*planned);
+    index.emplace(out.plan);
+    size_t k = 0;
+    for (const auto& s : plan.shards)
+      for (const auto& t : s.header->tensors) {
+        PlannedTensor& p = out.planned[k++];
+        p.device = index->Of(p.name);
+        if (p.device.kind == Device::Kind::kDisk)
+          out.disk_tensors.push_back(
+              {t.name, s.file, s.local_path, t.dtype, t.shape, s.header->data_start + t.begin, t.nbytes()});
+      }
+    info->extra.strategy = options.device_map ? StrategyName(map.strategy) : "device";
+    info->extra.plan_only = options.plan_only;
+    info->extra.gpu_free_bytes = gpu_free;
+    for (const auto& d : out.disk_tensors) info->extra.disk_tensors.push_back({d.name, d.file, d.offset, d.bytes});
+    for (const auto& [prefix, dev] : out.plan.device_map) info->extra.device_map.emplace_back(prefix, dev.ToString());
+    for (const auto& [dev, bytes] : out.plan.bytes_per_device) info->extra.bytes_per_device.emplace_back(dev, bytes);
+    if (options.plan_only) {
+      out.backend = backend ? backend->name() : "";
+      info->extra.backend = out.backend;
+      // The report lists every planned tensor.
+      for (const auto& p : out.planned) {
+        TensorRecord r;
+        r.name = p.name;
+        r.file = p.file;
+        r.source_dtype = safetensors::DtypeName(p.source_dtype);
+        r.dtype = safetensors::DtypeName(p.dtype);
+        r.shape.assign(p.shape.begin(), p.shape.end());
+        r.bytes = p.bytes;
+        r.device = p.device.ToString();
+        info->tensors.push_back(std::move(r));
+      }
+      *proceed = false;
+      return Status::Ok();
+    }
+    if (!backend) {
+      // Nothing goes to a GPU (checked above): host memory through a backend without devices.
+      FakeDeviceOptions fo;
+      fo.devices = 0;
+      backend = MakeFakeDeviceBackend(fo);
+      out.backend = "host";
     } else {
-      std::vector<std::string> files;
-      for (const Shard& s : res.shards) files.push_back(s.file);
-      DownloadCallbacks dc;
-      dc.on_file_done = file_done;
-      dc.cancel_flag = &cancel;
-      st = client.DownloadFiles(req.repo_id, out.commit, req.repo_type, files, dc);
-      if (st.ok() && req.revision != out.commit && !client.options().config.offline)
-        st = RepoCache(CacheDirOf(client), req.repo_id, req.repo_type).WriteRef(req.revision, out.commit);
+      out.backend = backend->name();
     }
-    {
-      std::lock_guard<std::mutex> l(mu);
-      producer_status = st;
-      download_done = Clock::now();
-    }
-    if (!st.ok()) {
-      cancel = true;
-      queue.Cancel();
-    } else {
-      queue.Close();
-    }
+    info->extra.backend = out.backend;
+    StagingOptions so = options.staging;
+    so.target_dtype = target;
+    HUBLOAD_ASSIGN_OR_RETURN(loader, StagingLoader::Create(backend, so));
+    out.tensors = DeviceStateDict(backend);
+    return Status::Ok();
   };
-
-  Status loader_status;
-  std::optional<Clock::time_point> first_shard;
-  double load_s = 0;
-  const auto place = [&](const std::string& name) { return index.Of(name); };
-  // One shard: re-read its header (it must be the one planned with), drop the
-  // tensors planned on disk, stream the rest to their devices.
-  const auto load_shard = [&](const CompletedFile& item) -> Status {
-    const Shard& shard = *by_file.at(item.file);
-    HUBLOAD_ASSIGN_OR_RETURN(safetensors::Header now, safetensors::ReadMetadata(item.local_path));
-    if (!SameHeader(now, shard.header))
-      return Status(Code::kInvalidFormat,
-                    "the header of '" + item.file + "' differs from the one read before downloading (" +
-                        std::to_string(shard.header.tensors.size()) + " tensors planned, " +
-                        std::to_string(now.tensors.size()) + " in the file); the file changed during the load",
-                    "HeaderChanged");
-    safetensors::Header h = shard.header;
-    h.tensors.erase(std::remove_if(h.tensors.begin(), h.tensors.end(),
-                                   [&](const safetensors::TensorInfo& t) {
-                                     return place(t.name).kind == Device::Kind::kDisk;
-                                   }),
-                    h.tensors.end());
-    h.by_name.clear();
-    const int fd = ::open(item.local_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return Status(Code::kIOError, "cannot open '" + item.local_path + "': " + std::strerror(errno), "IOError");
-    Status loaded = loader->LoadShard(item.file, h, PreadReader(fd, item.local_path), place, &out.tensors);
-    ::close(fd);
-    return loaded;
+  std::optional<DeviceSink> sink_holder;
+  struct Deferred : ShardSink {
+    std::optional<DeviceSink>* real;
+    bool WholeShard() const override { return true; }
+    Status OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records) override {
+      return (*real)->OnWholeShard(shard, records);
+    }
+  } sink;
+  sink.real = &sink_holder;
+  auto before = hooks.before_run;
+  hooks.before_run = [&](FetchPlan& plan, PretrainedInfo* info, bool* proceed) -> Status {
+    HUBLOAD_RETURN_IF_ERROR(before(plan, info, proceed));
+    if (*proceed) sink_holder.emplace(loader.get(), &*index, &out.tensors, req.digests);
+    return Status::Ok();
   };
-  std::thread producer_thread(producer);
-  if (!req.overlap) producer_thread.join();
-  while (!cancel.load()) {
-    std::optional<CompletedFile> item = queue.Pop();
-    if (!item) break;
-    const auto ts = Clock::now();
-    out.load_order.push_back(item->file);
-    Status st;
-    try {
-      st = load_shard(*item);
-    } catch (const std::exception& e) {  // the producer thread must still be joined
-      st = Status(Code::kInternal, std::string("exception while loading: ") + e.what(), "Exception");
-    }
-    load_s += Seconds(ts, Clock::now());
-    if (!st.ok()) {
-      const std::string where = local ? item->file : req.repo_id + "@" + req.revision + " " + item->file;
-      loader_status = st.WithPrefix(where);
-      loader_status.mutable_context().file = item->file;
-      loader_status = WithContext(loader_status, req.repo_id, out.revision, item->file);
-      cancel = true;
-      queue.Cancel();
-      break;
-    }
-    if (!first_shard) first_shard = Clock::now();
+  HUBLOAD_ASSIGN_OR_RETURN(out.info, pipeline_internal::RunLoad(&client, req, sink, hooks));
+  if (loader) {
+    out.staging = loader->stats();
+    out.info.extra.staging = {{"bytes_read", out.staging.bytes_read},
+                              {"bytes_copied", out.staging.bytes_copied},
+                              {"buffer_waits", out.staging.buffer_waits}};
   }
-  if (producer_thread.joinable()) producer_thread.join();
-  if (!loader_status.ok()) return loader_status;
-  if (!producer_status.ok()) return WithContext(producer_status, req.repo_id, out.revision, "");
-
-  out.staging = loader->stats();
-  const auto t_end = Clock::now();
-  out.timings.time_to_first_shard_s = first_shard ? Seconds(t0, *first_shard) : 0;
-  out.timings.download_s = res.local ? 0 : Seconds(t0, download_done);
-  out.timings.load_s = load_s;
-  out.timings.total_s = Seconds(t0, t_end);
   return out;
 }
 

@@ -45,16 +45,6 @@ bool Native(Dtype d) {
 
 bool DecodableFp8(Dtype d) { return d == Dtype::F8_E4M3 || d == Dtype::F8_E5M2 || d == Dtype::F8_E8M0; }
 
-const char* TargetName(TargetDtype t) {
-  switch (t) {
-    case TargetDtype::kF32: return "fp32";
-    case TargetDtype::kF16: return "fp16";
-    case TargetDtype::kBF16: return "bf16";
-    case TargetDtype::kAuto: break;
-  }
-  return "auto";
-}
-
 // Why `d` becomes `to` under `options` (d != to).
 std::string Why(Dtype d, Dtype to, const std::string& name, const LoadOptions& options) {
   if (d == Dtype::U16) return "LibTorch 1.13 has no uint16";
@@ -63,19 +53,10 @@ std::string Why(Dtype d, Dtype to, const std::string& name, const LoadOptions& o
   if (to == Dtype::F32 && options.dtype != TargetDtype::kF32 && KeepInFp32(name, options.keep_in_fp32))
     return "keep_in_fp32";
   if (options.dtype == TargetDtype::kAuto) return "LibTorch 1.13 has no float8; decoded exactly";
-  return std::string("dtype ") + TargetName(options.dtype) + " requested";
+  return std::string("target dtype ") + safetensors::DtypeName(to);
 }
 
 }  // namespace
-
-Result<TargetDtype> ParseTargetDtype(const std::string& text) {
-  if (text == "auto") return TargetDtype::kAuto;
-  if (text == "fp32" || text == "float32" || text == "F32") return TargetDtype::kF32;
-  if (text == "fp16" || text == "float16" || text == "F16") return TargetDtype::kF16;
-  if (text == "bf16" || text == "bfloat16" || text == "BF16") return TargetDtype::kBF16;
-  return Status(Code::kInvalidArgument, "unknown dtype '" + text + "' (expected auto, fp32, fp16 or bf16)",
-                std::string(reason::kInvalidDtype));
-}
 
 bool IsFloatingDtype(Dtype d) {
   switch (d) {

@@ -381,6 +381,18 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   return m;
 }
 
+Result<std::shared_ptr<MappedFile>> MappedFile::FromFd(int fd, uint64_t size, std::string label) {
+  std::shared_ptr<MappedFile> m(new MappedFile());
+  m->path_ = std::move(label);
+  m->size_ = size;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return internal::ErrnoStatus(errno, "mmap", m->path_);
+    m->data_ = static_cast<const uint8_t*>(p);
+  }
+  return m;
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
 }
@@ -391,6 +403,17 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   SafetensorsFile f;
   f.mapping_ = std::move(m);
   f.header_ = std::move(h);
+  return f;
+}
+
+Result<SafetensorsFile> SafetensorsFile::FromParts(std::shared_ptr<MappedFile> mapping, Header header) {
+  if (!mapping || header.file_size > mapping->size())
+    return Status(Code::kInvalidArgument, "SafetensorsFile::FromParts: the header describes " +
+                                              std::to_string(header.file_size) + " bytes, more than the mapping",
+                  "InvalidArgument");
+  SafetensorsFile f;
+  f.mapping_ = std::move(mapping);
+  f.header_ = std::move(header);
   return f;
 }
 

@@ -158,9 +158,10 @@ Status Invalid(const std::string& what) { return Status(Code::kInvalidArgument, 
 
 }  // namespace
 
-Result<ReshardResult> ReshardCheckpoint(const std::string& src, const std::string& out_dir,
-                                        const ResolveOptions& resolve, const ReshardOptions& options) {
+Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::string& out_dir,
+                                        const ReshardOptions& options) {
   if (options.max_shard_size == 0) return Invalid("max_shard_size must be at least 1 byte");
+  if (src.files.empty()) return Invalid("no source file");
   if (options.float_dtype) {
     const Dtype d = *options.float_dtype;
     if (d != Dtype::F32 && d != Dtype::F16 && d != Dtype::BF16)
@@ -170,27 +171,28 @@ Result<ReshardResult> ReshardCheckpoint(const std::string& src, const std::strin
   for (char c : options.variant)
     if (c == '/' || c == '\\' || c == '.' || c == ' ' || c == '\t')
       return Invalid("invalid variant '" + options.variant + "'");
-
-  HUBLOAD_ASSIGN_OR_RETURN(LocalCheckpointFiles files, ResolveLocalCheckpoint(src, resolve));
   ReshardResult result;
-  result.warnings = files.resolved.warnings;
   std::string weights_name = options.weights_name;
   if (weights_name.empty())
-    weights_name = files.resolved.weights_name == "diffusion_pytorch_model" ? "diffusion_pytorch_model" : "model";
+    weights_name = src.weights_name == "diffusion_pytorch_model" ? "diffusion_pytorch_model" : "model";
   if (weights_name.find('/') != std::string::npos) return Invalid("invalid weights name '" + weights_name + "'");
+  safetensors::Index index;
+  if (!src.index_file.empty()) {
+    HUBLOAD_ASSIGN_OR_RETURN(index, safetensors::ReadIndex(src.index_file));
+  }
 
   std::vector<Source> sources;
-  sources.reserve(files.files.size());
+  sources.reserve(src.files.size());
   std::map<std::string, std::string> file_meta, origin;
-  for (const auto& path : files.files) {
+  for (const auto& path : src.files) {
     HUBLOAD_ASSIGN_OR_RETURN(auto file, safetensors::SafetensorsFile::Open(path));
-    if (!files.index_path.empty())
+    if (!src.index_file.empty())
       HUBLOAD_RETURN_IF_ERROR(
-          safetensors::CheckShardAgainstIndex(files.index, fs::path(path).filename().string(), file.header()));
+          safetensors::CheckShardAgainstIndex(index, fs::path(path).filename().string(), file.header()));
     HUBLOAD_RETURN_IF_ERROR(MergeMetadata(file.header().metadata, path, &file_meta, &origin));
     sources.push_back({path, std::move(file)});
   }
-  HUBLOAD_ASSIGN_OR_RETURN(IndexMetadata index_meta, ReadIndexMetadata(files.index_path));
+  HUBLOAD_ASSIGN_OR_RETURN(IndexMetadata index_meta, ReadIndexMetadata(src.index_file));
 
   // Plan: every tensor in load order with the dtype it is stored as.
   std::vector<SplitEntry> entries;
@@ -230,8 +232,8 @@ Result<ReshardResult> ReshardCheckpoint(const std::string& src, const std::strin
                                            std::vector<std::string>{});
 
   std::map<std::string, std::string> out_meta = file_meta;
-  if (!split.is_sharded && !files.index_path.empty())
-    HUBLOAD_RETURN_IF_ERROR(MergeMetadata(index_meta.text, files.index_path, &out_meta, &origin));
+  if (!split.is_sharded && !src.index_file.empty())
+    HUBLOAD_RETURN_IF_ERROR(MergeMetadata(index_meta.text, src.index_file, &out_meta, &origin));
   out_meta.emplace("format", "pt");
 
   std::error_code ec;
@@ -272,7 +274,7 @@ Result<ReshardResult> ReshardCheckpoint(const std::string& src, const std::strin
   }
   if (split.is_sharded) {
     nlohmann::ordered_json meta = index_meta.raw;
-    if (files.index_path.empty())
+    if (src.index_file.empty())
       for (const auto& [k, v] : file_meta)
         if (k != "format") meta[k] = v;
     result.index_file = IndexFilename(weights_name, options.variant);

@@ -265,33 +265,6 @@ Result<LoadReport> ModuleLoader::Finish() {
   return r;
 }
 
-Result<LoadReport> LoadIntoModule(torch::nn::Module& module, const std::string& path,
-                                  const ResolveOptions& resolve_options, const LoadOptions& load_options,
-                                  const ModuleLoadOptions& module_options) {
-  HUBLOAD_ASSIGN_OR_RETURN(LocalCheckpointFiles files, ResolveLocalCheckpoint(path, resolve_options));
-  ModuleLoader loader(module, module_options);
-  // Every header first: strict and shape errors before anything is loaded.
-  std::vector<ModuleLoader::ExpectedKey> keys;
-  for (const auto& f : files.files) {
-    HUBLOAD_ASSIGN_OR_RETURN(auto header, safetensors::ReadMetadata(f));
-    if (!files.index_path.empty())
-      HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(files.index, fs::path(f).filename().string(), header));
-    for (const auto& t : header.tensors) {
-      std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
-      keys.push_back({t.name, std::move(shape), f});
-    }
-  }
-  HUBLOAD_RETURN_IF_ERROR(loader.Expect(keys, files.resolved.weights_file));
-  for (const auto& f : files.files) {
-    HUBLOAD_ASSIGN_OR_RETURN(auto file, safetensors::SafetensorsFile::Open(f));
-    HUBLOAD_ASSIGN_OR_RETURN(StateDict tensors, LoadTensors(file, load_options));
-    HUBLOAD_RETURN_IF_ERROR(loader.AddTensors(std::move(tensors), f));
-  }  // each shard's mapping is released here unless assigned tensors still view it
-  HUBLOAD_ASSIGN_OR_RETURN(LoadReport report, loader.Finish());
-  report.warnings.insert(report.warnings.begin(), files.resolved.warnings.begin(), files.resolved.warnings.end());
-  return report;
-}
-
 StateDict ModuleStateDict(torch::nn::Module& module, const std::vector<std::string>& non_persistent_buffers) {
   std::set<std::string> skip(non_persistent_buffers.begin(), non_persistent_buffers.end());
   StateDict out;

@@ -1,17 +1,11 @@
-// Local checkpoints, sharded save, tensor summaries. ATen only (no torch::nn
-// here); tensors themselves: load_tensor.cc.
+// Sharded save and tensor summaries. ATen only (no torch::nn here); tensors
+// themselves: load_tensor.cc.
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <unordered_map>
 
@@ -46,41 +40,6 @@ std::string ShapeString(at::IntArrayRef s) {
 }
 
 }  // namespace internal
-
-// ---------------------------------------------------------------------------
-// Local checkpoints.
-
-Result<Checkpoint> LoadCheckpoint(const std::string& path, const ResolveOptions& resolve_options,
-                                  const LoadOptions& load_options) {
-  HUBLOAD_ASSIGN_OR_RETURN(LocalCheckpointFiles files, ResolveLocalCheckpoint(path, resolve_options));
-  Checkpoint out;
-  out.resolved = files.resolved;
-  out.warnings = files.resolved.warnings;
-  out.files = files.files;
-  std::map<std::string, std::string> alias_meta = files.index.metadata;
-  std::vector<DtypeConversion> conversions;
-  for (const auto& f : files.files) {
-    HUBLOAD_ASSIGN_OR_RETURN(auto file, safetensors::SafetensorsFile::Open(f));
-    if (!files.index_path.empty())
-      HUBLOAD_RETURN_IF_ERROR(
-          safetensors::CheckShardAgainstIndex(files.index, fs::path(f).filename().string(), file.header()));
-    else
-      alias_meta = file.header().metadata;
-    AddDtypeConversions(file.header(), load_options, &conversions);
-    HUBLOAD_ASSIGN_OR_RETURN(auto tensors, LoadTensors(file, load_options));
-    for (auto& kv : tensors) out.tensors.push_back(std::move(kv));
-  }
-  for (const auto& c : conversions) out.warnings.push_back(DescribeDtypeConversion(c));
-  // Restore aliases saved as "removed -> kept" metadata (huggingface_hub save_torch_state_dict).
-  std::unordered_map<std::string, size_t> pos;
-  for (size_t i = 0; i < out.tensors.size(); ++i) pos[out.tensors[i].first] = i;
-  for (const auto& [removed, kept] : alias_meta) {
-    auto k = pos.find(kept);
-    if (k == pos.end() || pos.count(removed) || removed == "format" || removed == "total_size") continue;
-    out.tensors.emplace_back(removed, out.tensors[k->second].second);
-  }
-  return out;
-}
 
 // ---------------------------------------------------------------------------
 // Summaries.

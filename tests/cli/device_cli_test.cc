@@ -89,7 +89,7 @@ std::map<std::string, std::vector<uint8_t>> ModelBytes(const fs::path& dir) {
 /// device_map of the JSON report as (prefix, device) pairs in printed order.
 std::vector<std::pair<std::string, std::string>> MapOf(const json& j) {
   std::vector<std::pair<std::string, std::string>> out;
-  for (auto it = j["device_map"].begin(); it != j["device_map"].end(); ++it)
+  for (auto it = j["device"]["device_map"].begin(); it != j["device"]["device_map"].end(); ++it)
     out.emplace_back(it.key(), it.value().get<std::string>());
   return out;
 }
@@ -128,9 +128,9 @@ TEST(DeviceCli, PlanOnlyNeedsNoGpuAndFollowsMaxMemory) {
                              {"layers.0.b", "cpu"},
                              {"layers.1", "cpu"},
                              {"head", "cpu"}}));
-  EXPECT_EQ(j["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cpu", 80}}));
-  EXPECT_EQ(j["strategy"], "auto");
-  EXPECT_EQ(j["plan_only"], true);
+  EXPECT_EQ(j["device"]["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cpu", 80}}));
+  EXPECT_EQ(j["device"]["strategy"], "auto");
+  EXPECT_EQ(j["device"]["plan_only"], true);
   ASSERT_EQ(j["tensors"].size(), 6u);
   for (const auto& t : j["tensors"]) EXPECT_FALSE(t.contains("sha256")) << t;  // nothing was loaded
   EXPECT_EQ(j["tensors"][0]["name"], "embed.weight");                          // checkpoint order
@@ -151,14 +151,14 @@ TEST(DeviceCli, FakeGpusLoadEveryTensorWithTheFilesBytes) {
                              {"layers.0.b", "cuda:1"},
                              {"layers.1", "cuda:1"},
                              {"head", "cpu"}}));
-  EXPECT_EQ(j["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cuda:1", 60}, {"cpu", 20}}));
+  EXPECT_EQ(j["device"]["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cuda:1", 60}, {"cpu", 20}}));
   EXPECT_EQ(TensorDevices(j), (std::map<std::string, std::string>{{"embed.weight", "cuda:0"},
                                                                   {"layers.0.a.weight", "cuda:0"},
                                                                   {"layers.0.b.weight", "cuda:1"},
                                                                   {"layers.1.a.weight", "cuda:1"},
                                                                   {"layers.1.b.weight", "cuda:1"},
                                                                   {"head.weight", "cpu"}}));
-  EXPECT_EQ(j["backend"], "fake");
+  EXPECT_EQ(j["device"]["backend"], "fake");
   auto bytes = ModelBytes(d.path() / "m");
   ASSERT_EQ(bytes.size(), 6u);
   ASSERT_EQ(j["tensors"].size(), 6u);
@@ -179,7 +179,7 @@ TEST(DeviceCli, SingleFakeGpuDevice) {
   ASSERT_EQ(r.rc, 0) << r.err;
   json j = json::parse(r.out);
   EXPECT_EQ(MapOf(j), (Pairs{{"", "cuda:0"}}));
-  EXPECT_EQ(j["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 140}}));
+  EXPECT_EQ(j["device"]["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 140}}));
   auto bytes = ModelBytes(d.path() / "m");
   for (const auto& t : j["tensors"])
     EXPECT_EQ(t["sha256"], Sha256Hex(bytes[t["name"]].data(), bytes[t["name"]].size())) << t["name"];
@@ -197,7 +197,7 @@ TEST(DeviceCli, Bf16ConversionOnFakeGpus) {
   ASSERT_EQ(r.rc, 0) << r.err;
   json j = json::parse(r.out);
   EXPECT_EQ(MapOf(j), (Pairs{{"embed", "cuda:0"}, {"layers", "cuda:0"}, {"head", "cuda:1"}}));
-  EXPECT_EQ(j["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cuda:1", 10}}));
+  EXPECT_EQ(j["device"]["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cuda:1", 10}}));
   // The values are exact in bf16: the bf16 bytes are the upper halves of the f32 values.
   auto bytes = ModelBytes(d.path() / "m");
   for (const auto& t : j["tensors"]) {
@@ -231,7 +231,7 @@ TEST(DeviceCli, DiskTensorsStayInTheFile) {
                              {"layers.0.b", "cpu"},
                              {"layers.1", "disk"},
                              {"head", "disk"}}));
-  EXPECT_EQ(j["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cpu", 20}, {"disk", 60}}));
+  EXPECT_EQ(j["device"]["bytes_per_device"].get<Bytes>(), (Bytes{{"cuda:0", 60}, {"cpu", 20}, {"disk", 60}}));
   auto bytes = ModelBytes(d.path() / "m");
   for (const auto& t : j["tensors"]) {
     const std::string name = t["name"];
@@ -243,10 +243,10 @@ TEST(DeviceCli, DiskTensorsStayInTheFile) {
     }
   }
   auto offsets = DataOffsetsOf(d.path() / "m" / kShard2);
-  ASSERT_EQ(j["disk_tensors"].size(), 3u);
+  ASSERT_EQ(j["device"]["disk_tensors"].size(), 3u);
   const char* names[] = {"layers.1.a.weight", "layers.1.b.weight", "head.weight"};
   for (size_t i = 0; i < 3; ++i) {
-    const auto& t = j["disk_tensors"][i];
+    const auto& t = j["device"]["disk_tensors"][i];
     EXPECT_EQ(t["name"], names[i]);
     EXPECT_EQ(t["file"], (d.path() / "m" / kShard2).string());
     EXPECT_EQ(t["offset"], offsets[names[i]]);

@@ -7,6 +7,8 @@
 // OpenSSL through testing::Sha256Hex, safetensors bytes written by hand here),
 // never from hubload's own code.
 #include <gtest/gtest.h>
+
+#include "testing/report.h"
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -534,18 +536,22 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
   json single = json::parse(single_out, nullptr, false);
   ASSERT_FALSE(single.is_discarded()) << single_out;
   ASSERT_EQ(single["tensors"].size(), repo_.tensor_sha256.size());
+  const json single_by_name = hubload::testing::TensorsByName(single);
   for (int r = 0; r < 4; ++r) {
     json j = json::parse(Slurp(tmp_.path() / "logs" / ("load-" + std::to_string(r) + ".json")), nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << "rank " << r;
-    EXPECT_EQ(j["rank"], r);
+    EXPECT_EQ(j["schema"], single["schema"]);  // one report schema for every path
+    EXPECT_EQ(j["distributed"]["rank"], r);
+    EXPECT_EQ(j["distributed"]["world_size"], 4);
     EXPECT_EQ(j["commit"], commit_);
     ASSERT_EQ(j["tensors"].size(), repo_.tensor_sha256.size()) << "rank " << r;
+    const json by_name = hubload::testing::TensorsByName(j);
     for (const auto& [name, sha] : repo_.tensor_sha256) {
-      ASSERT_TRUE(j["tensors"].contains(name)) << name;
-      EXPECT_EQ(j["tensors"][name]["sha256"], sha) << "rank " << r << " " << name;
-      EXPECT_EQ(j["tensors"][name]["sha256"], single["tensors"][name]["sha256"]) << "rank " << r << " " << name;
-      EXPECT_EQ(j["tensors"][name]["dtype"], repo_.tensor_dtype[name]) << name;
-      EXPECT_EQ(j["tensors"][name]["shape"].get<std::vector<int64_t>>(), repo_.tensor_shape[name]) << name;
+      ASSERT_TRUE(by_name.contains(name)) << name;
+      EXPECT_EQ(by_name[name]["sha256"], sha) << "rank " << r << " " << name;
+      EXPECT_EQ(by_name[name]["sha256"], single_by_name[name]["sha256"]) << "rank " << r << " " << name;
+      EXPECT_EQ(by_name[name]["dtype"], repo_.tensor_dtype[name]) << name;
+      EXPECT_EQ(by_name[name]["shape"].get<std::vector<int64_t>>(), repo_.tensor_shape[name]) << name;
     }
   }
 }
@@ -560,14 +566,67 @@ TEST_F(DistributedJob, LoadFilterGivesARankOnlyItsTensors) {
     json j = json::parse(Slurp(tmp_.path() / "logs" / ("stage-" + std::to_string(r) + ".json")), nullptr, false);
     ASSERT_FALSE(j.is_discarded());
     std::set<std::string> got;
-    for (auto it = j["tensors"].begin(); it != j["tensors"].end(); ++it) {
-      got.insert(it.key());
-      EXPECT_EQ(it.value()["sha256"], repo_.tensor_sha256[it.key()]) << it.key();
+    for (const auto& t : j["tensors"]) {
+      const std::string name = t["name"];
+      got.insert(name);
+      EXPECT_EQ(t["sha256"], repo_.tensor_sha256[name]) << name;
     }
     std::set<std::string> want;
     for (const auto& [name, sha] : repo_.tensor_sha256)
       if (name.rfind("layers.2.", 0) == 0 || name.rfind("layers.3.", 0) == 0) want.insert(name);
     EXPECT_EQ(got, want) << "rank " << r;
+  }
+}
+
+// The behaviours shared with the single-process paths (tests/pipeline/paths_test.cc):
+// alias restoration and the unnamed-shard warning in the one report, and the
+// same reason for an index that disagrees with its shards, on every rank.
+TEST_F(DistributedJob, LoadSharesTheDriversChecksAndReport) {
+  std::vector<RawTensor> s1{{"embed.weight", "F32", {4}, Pseudo(16, 41)}};
+  std::vector<RawTensor> s2{{"layer.weight", "F32", {2}, Pseudo(8, 42)}};
+  std::map<std::string, std::string> good{
+      {"model-00001-of-00002.safetensors", Safetensors(s1)},
+      {"model-00002-of-00002.safetensors", Safetensors(s2)},
+      {"model-00003-of-00003.safetensors", Safetensors(s2)},  // not named by the index
+      {"model.safetensors.index.json",
+       json{{"metadata", {{"total_size", 24}, {"lm_head.weight", "embed.weight"}}},
+            {"weight_map",
+             {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00002-of-00002.safetensors"}}}}
+           .dump()}};
+  auto bad = good;
+  bad["model.safetensors.index.json"] =
+      json{{"weight_map",
+            {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00001-of-00002.safetensors"},
+             {"x", "model-00002-of-00002.safetensors"}}}}
+          .dump();
+  const std::string store = (tmp_.path() / "store").string();
+  ASSERT_TRUE(hubload::server::CreateRepoFromFiles(store, "org/drift", good).ok());
+  ASSERT_TRUE(hubload::server::CreateRepoFromFiles(store, "org/drift-bad", bad).ok());
+
+  std::string out = (tmp_.path() / "logs" / "drift-{rank}.json").string();
+  auto rs = RunJob({"load-distributed", "org/drift", "--json", out, "--timeout", "90", "--heartbeat-timeout", "20"},
+                   server_->url(), caches_, tmp_.path() / "logs");
+  for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    json j = json::parse(Slurp(tmp_.path() / "logs" / ("drift-" + std::to_string(r) + ".json")), nullptr, false);
+    ASSERT_FALSE(j.is_discarded());
+    EXPECT_EQ(j["schema"], "hubload.load/1");
+    EXPECT_EQ(j["aliases"]["lm_head.weight"], "embed.weight");
+    int named = 0;
+    for (const auto& w : j["warnings"]) named += w.get<std::string>().find("model-00003-of-00003") != std::string::npos;
+    EXPECT_EQ(named, 1) << j["warnings"].dump();
+    ASSERT_EQ(j["tensors"].size(), 2u);
+    EXPECT_EQ(j["tensors"][0]["sha256"], Sha256Hex(s1[0].bytes.data(), s1[0].bytes.size()));
+  }
+
+  rs = RunJob({"load-distributed", "org/drift-bad", "--timeout", "60", "--heartbeat-timeout", "10"}, server_->url(),
+              caches_, tmp_.path() / "logs");
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_NE(rs[r].exit_code, 0) << Dump(rs);
+    EXPECT_NE(rs[r].err.find("IndexTensorMissing"), std::string::npos) << rs[r].err;
+    EXPECT_NE(rs[r].err.find("layer.weight"), std::string::npos) << rs[r].err;
   }
 }
 

@@ -2,6 +2,8 @@
 // against an in-process `hubload serve`.
 #include <gtest/gtest.h>
 
+#include "testing/report.h"
+
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -72,14 +74,22 @@ TEST(PipelineCliTest, LoadByRepoIdPrintsTheJsonReport) {
                       &out, &err);
   ASSERT_EQ(rc, 0) << err;
   nlohmann::json j = nlohmann::json::parse(out);
-  ASSERT_TRUE(j["tensors"].is_object()) << out;
+  EXPECT_EQ(j["schema"], "hubload.load/1");
+  ASSERT_TRUE(j["tensors"].is_array()) << out;
   EXPECT_EQ(j["tensors"].size(), 3u);
+  nlohmann::json by_name = testing::TensorsByName(j);
   for (const auto& t : {s1[0], s1[1], s2[0]}) {
     SCOPED_TRACE(t.name);
-    ASSERT_TRUE(j["tensors"].contains(t.name));
-    EXPECT_EQ(j["tensors"][t.name]["dtype"], t.dtype);
-    EXPECT_EQ(j["tensors"][t.name]["sha256"], Sha256Hex(t.bytes.data(), t.bytes.size()));
+    ASSERT_TRUE(by_name.contains(t.name));
+    EXPECT_EQ(by_name[t.name]["dtype"], t.dtype);
+    EXPECT_EQ(by_name[t.name]["source_dtype"], t.dtype);
+    EXPECT_EQ(by_name[t.name]["device"], "cpu");
+    EXPECT_EQ(by_name[t.name]["bytes"], t.bytes.size());
+    EXPECT_EQ(by_name[t.name]["sha256"], Sha256Hex(t.bytes.data(), t.bytes.size()));
   }
+  // Checkpoint order: shard 1's tensors (file order) before shard 2's.
+  EXPECT_EQ(j["tensors"][2]["name"], "b.weight");
+  EXPECT_EQ(j["tensors"][2]["file"], "transformer/diffusion_pytorch_model-00002-of-00002.safetensors");
   for (const char* k : {"time_to_first_tensor_s", "download_s", "load_s", "total_s"})
     EXPECT_TRUE(j["timings"].contains(k)) << k;
   EXPECT_EQ(j["files"].size(), 2u);

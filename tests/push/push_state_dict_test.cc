@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/hub.h"
+#include "hubload/pipeline.h"
 #include "hubload/upload_torch.h"
 #include "tests/push/push_test_util.h"
 

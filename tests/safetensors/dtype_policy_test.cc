@@ -55,17 +55,6 @@ TEST(DtypePolicy, TableUnderAutoAndTargets) {
   }
 }
 
-TEST(DtypePolicy, ParseTargetDtype) {
-  EXPECT_EQ(*ParseTargetDtype("auto"), TargetDtype::kAuto);
-  EXPECT_EQ(*ParseTargetDtype("float32"), TargetDtype::kF32);
-  EXPECT_EQ(*ParseTargetDtype("fp16"), TargetDtype::kF16);
-  EXPECT_EQ(*ParseTargetDtype("BF16"), TargetDtype::kBF16);
-  auto bad = ParseTargetDtype("fp8");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().reason(), "InvalidDtype");
-  EXPECT_NE(bad.status().message().find("'fp8'"), std::string::npos);
-}
-
 safetensors::Header HeaderOf(std::vector<std::pair<std::string, Dtype>> tensors) {
   safetensors::Header h;
   for (auto& [name, d] : tensors) {
@@ -105,9 +94,9 @@ TEST(DtypeConversions, CountedPerConversionAcrossShards) {
                                 {"d", Dtype::F16}}),
                       o, &t);
   ASSERT_EQ(t.size(), 3u);
-  EXPECT_EQ(DescribeDtypeConversion(t[0]), "2 tensors BF16 -> F16 (dtype fp16 requested): a.w, b.w");
+  EXPECT_EQ(DescribeDtypeConversion(t[0]), "2 tensors BF16 -> F16 (target dtype F16): a.w, b.w");
   EXPECT_EQ(DescribeDtypeConversion(t[1]), "1 tensor BF16 -> F32 (keep_in_fp32): a.norm");
-  EXPECT_EQ(DescribeDtypeConversion(t[2]), "1 tensor F32 -> F16 (dtype fp16 requested): c");
+  EXPECT_EQ(DescribeDtypeConversion(t[2]), "1 tensor F32 -> F16 (target dtype F16): c");
   // Nothing to say when nothing changes.
   std::vector<DtypeConversion> none;
   AddDtypeConversions(HeaderOf({{"x", Dtype::BF16}, {"y", Dtype::I8}}), {}, &none);

@@ -72,10 +72,18 @@ std::map<std::string, std::pair<std::string, const Read*>> Collect(const std::ma
   return out;
 }
 
-ReshardResult MustReshard(const fs::path& src, const fs::path& out, uint64_t max, ResolveOptions ro = {},
-                          ReshardOptions o = {}) {
+ReshardSource OneFile(const fs::path& p) { return {{p.string()}, "", "model"}; }
+
+// The two-shard source of WriteShardedSource, as the fetch plan lists it (index order).
+ReshardSource Sharded(const fs::path& d) {
+  return {{(d / "model-00001-of-00002.safetensors").string(), (d / "model-00002-of-00002.safetensors").string()},
+          (d / "model.safetensors.index.json").string(),
+          "model"};
+}
+
+ReshardResult MustReshard(const ReshardSource& src, const fs::path& out, uint64_t max, ReshardOptions o = {}) {
   o.max_shard_size = max;
-  auto r = ReshardCheckpoint(src.string(), out.string(), ro, o);
+  auto r = ReshardCheckpoint(src, out.string(), o);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : ReshardResult{};
 }
@@ -102,7 +110,7 @@ TEST(Reshard, EveryDtypeByteForByteWithMetadataAndTheHubSplit) {
   const auto tensors = EveryOddDtype();
   WriteHand(dir.path() / "model.safetensors", tensors, {{"version", "1.0"}, {"git_tag", "v1.45"}});
   const uint64_t limit = 40;
-  auto r = MustReshard(dir.path() / "model.safetensors", dir.path() / "out", limit);
+  auto r = MustReshard(OneFile(dir.path() / "model.safetensors"), dir.path() / "out", limit);
   // huggingface_hub's greedy split at 40 bytes, by hand, in file order:
   //  a8 b16 -> [a,b] (24); c24 would make 48 > 40: close; [c] 24; d48 > 40: own shard (before the open one);
   //  e8 -> [c,e] 32; f8 -> 40 (not > 40) [c,e,f]; g8 -> 48: close; [g] 8; h3 -> 11; i4 -> 15; j8 -> 23; k0 -> 23.
@@ -167,7 +175,7 @@ TEST(Reshard, ShardedSourceToOneFileCarriesTheIndexMetadata) {
   TempDir dir;
   fs::create_directories(dir.path() / "src");
   WriteShardedSource(dir.path() / "src", {{"format", "pt"}}, {{"format", "pt"}});
-  auto r = MustReshard(dir.path() / "src", dir.path() / "out", 1000);
+  auto r = MustReshard(Sharded(dir.path() / "src"), dir.path() / "out", 1000);
   ASSERT_EQ(r.files, std::vector<std::string>{"model.safetensors"});
   EXPECT_TRUE(r.index_file.empty());
   EXPECT_FALSE(fs::exists(dir.path() / "out" / "model.safetensors.index.json"));
@@ -187,7 +195,7 @@ TEST(Reshard, ShardedToShardedKeepsIndexValuesAsJson) {
   TempDir dir;
   fs::create_directories(dir.path() / "src");
   WriteShardedSource(dir.path() / "src", {{"format", "pt"}, {"v", "2"}}, nullptr);
-  auto r = MustReshard(dir.path() / "src", dir.path() / "out", 8);  // x.w 8 | x.ids 4 + y.w 5 = 9 > 8 -> 3 files
+  auto r = MustReshard(Sharded(dir.path() / "src"), dir.path() / "out", 8);  // x.w 8 | x.ids 4 + y.w 5 = 9 > 8 -> 3 files
   ASSERT_EQ(r.files.size(), 3u);
   auto index = nlohmann::json::parse(testing::ReadFileBytes(dir.path() / "out" / "model.safetensors.index.json"));
   EXPECT_EQ(index["metadata"]["total_size"], 17);
@@ -202,7 +210,7 @@ TEST(Reshard, MetadataConflictNamesTheKeyAndBothFiles) {
   TempDir dir;
   fs::create_directories(dir.path() / "src");
   WriteShardedSource(dir.path() / "src", {{"version", "1"}}, {{"version", "2"}});
-  auto r = ReshardCheckpoint((dir.path() / "src").string(), (dir.path() / "out").string(), {}, {});
+  auto r = ReshardCheckpoint(Sharded(dir.path() / "src"), (dir.path() / "out").string(), {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInvalidFormat);
   EXPECT_EQ(r.status().reason(), "MetadataConflict");
@@ -220,7 +228,7 @@ TEST(Reshard, InPlaceReplacesTheShardsAndRemovesStaleOnes) {
   auto before1 = ReadBack(dir.path() / "m" / "model-00001-of-00002.safetensors");
   auto before2 = ReadBack(dir.path() / "m" / "model-00002-of-00002.safetensors");
   testing::WriteFileBytes(dir.path() / "m" / "model.fp16.safetensors", std::string("other variant, untouched"));
-  auto r = MustReshard(dir.path() / "m", dir.path() / "m", 1000);
+  auto r = MustReshard(Sharded(dir.path() / "m"), dir.path() / "m", 1000);
   EXPECT_EQ(r.files, std::vector<std::string>{"model.safetensors"});
   std::vector<std::string> removed = r.removed_stale;
   std::sort(removed.begin(), removed.end());
@@ -249,7 +257,7 @@ TEST(Reshard, FloatDtypeConvertsFloatingTensorsOnlyThroughTheConverter) {
     c.owner = bytes;
     return c;
   };
-  auto r = MustReshard(dir.path() / "model.safetensors", dir.path() / "out", 1000, {}, o);
+  auto r = MustReshard(OneFile(dir.path() / "model.safetensors"), dir.path() / "out", 1000, o);
   EXPECT_EQ(asked, std::vector<std::string>{"f->F32"});  // F32 is already F32, U16 is not floating
   auto out = ReadBack(dir.path() / "out" / "model.safetensors");
   EXPECT_EQ(out.header.tensors.at("f").dtype, "F32");
@@ -260,12 +268,12 @@ TEST(Reshard, FloatDtypeConvertsFloatingTensorsOnlyThroughTheConverter) {
 
   // A floating dtype no converter reaches is named; a float_dtype without a converter is refused.
   WriteHand(dir.path() / "f4.safetensors", {{"q.f4", "F4", {4}, Pattern(2, 4)}});
-  auto bad = ReshardCheckpoint((dir.path() / "f4.safetensors").string(), (dir.path() / "out2").string(), {}, o);
+  auto bad = ReshardCheckpoint(OneFile(dir.path() / "f4.safetensors"), (dir.path() / "out2").string(), o);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kUnsupported);
   EXPECT_NE(bad.status().message().find("'q.f4'"), std::string::npos) << bad.status().message();
   o.convert = nullptr;
-  EXPECT_EQ(ReshardCheckpoint((dir.path() / "model.safetensors").string(), (dir.path() / "out3").string(), {}, o)
+  EXPECT_EQ(ReshardCheckpoint(OneFile(dir.path() / "model.safetensors"), (dir.path() / "out3").string(), o)
                 .status()
                 .code(),
             Code::kInvalidArgument);
@@ -281,7 +289,7 @@ TEST(Reshard, RealFilesByteForByte) {
     const Read src = ReadBack(e.path());
     TempDir dir;
     const uint64_t limit = 64 * 1024;
-    auto r = MustReshard(e.path(), dir.path(), limit);
+    auto r = MustReshard(OneFile(e.path()), dir.path(), limit);
     std::map<std::string, Read> out;
     for (const auto& f : r.files) {
       out[f] = ReadBack(dir.path() / f);

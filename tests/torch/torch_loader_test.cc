@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/split.h"
+#include "hubload/pipeline.h"
+#include "testing/report.h"
 #include "hubload/torch_loader.h"
 #include "testing/util.h"
 
@@ -608,9 +610,10 @@ TEST(Cli, ReshardThenLoadJsonMatchesRawBytes) {
   auto j = nlohmann::json::parse(out);
   EXPECT_GT(j["files"].size(), 1u);
   ASSERT_EQ(j["tensors"].size(), expected.size());
+  auto by_name = testing::TensorsByName(j);
   for (auto& [name, e] : expected) {
     SCOPED_TRACE(name);
-    auto& t = j["tensors"][name];
+    auto& t = by_name[name];
     EXPECT_EQ(t["dtype"], e.dtype);
     EXPECT_EQ(t["shape"].get<std::vector<int64_t>>(), e.shape);
     EXPECT_DOUBLE_EQ(t["sum"].get<double>(), e.sum);
@@ -638,12 +641,14 @@ TEST(Cli, LoadDtypeAndKeepInFp32) {
   int rc = testing::RunCommand(
       Cli() + " load '" + dir.str() + "' --dtype bf16 --keep-in-fp32 norm --json", &out, &err);
   ASSERT_EQ(rc, 0) << out << err;
-  auto j = nlohmann::json::parse(out);
-  EXPECT_EQ(j["tensors"]["a.norm.weight"]["dtype"], "F32");
-  EXPECT_EQ(j["tensors"]["a.proj.weight"]["dtype"], "BF16");
-  EXPECT_EQ(j["tensors"]["a.proj.weight"]["sum"], 10.0);
+  auto j = testing::TensorsByName(nlohmann::json::parse(out));
+  EXPECT_EQ(j["a.norm.weight"]["dtype"], "F32");
+  EXPECT_EQ(j["a.norm.weight"]["source_dtype"], "F32");
+  EXPECT_EQ(j["a.proj.weight"]["dtype"], "BF16");
+  EXPECT_EQ(j["a.proj.weight"]["bytes"], 8);
+  EXPECT_EQ(j["a.proj.weight"]["sum"], 10.0);
   uint16_t bf[4] = {0x4020, 0x4020, 0x4020, 0x4020};  // 2.5 in bfloat16
-  EXPECT_EQ(j["tensors"]["a.proj.weight"]["sha256"], testing::Sha256Hex(bf, 8));
+  EXPECT_EQ(j["a.proj.weight"]["sha256"], testing::Sha256Hex(bf, 8));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
 #include "testing/util.h"
 

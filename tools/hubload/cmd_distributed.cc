@@ -168,7 +168,7 @@ hubload::cli::Command load_reg{
       sub->add_option("--tensors", *tensors,
                       "ECMAScript regex: this rank takes only the tensors whose name it matches (regex_search)");
       sub->add_option("--json", *json_out,
-                      "write {rank, commit, files, tensors: {name: {dtype, shape, sha256}}} to this file "
+                      "write the load report (hubload load --json's schema, with this rank's tensors) to this file "
                       "('-' = stdout); '{rank}' in the name is replaced by the rank");
       flags->Add(sub);
       return [&g, repo_id, flags, subfolder, variant, dtype, tensors, json_out]() -> int {
@@ -183,7 +183,9 @@ hubload::cli::Command load_reg{
         req.repo_type = *type;
         req.resolve.subfolder = *subfolder;
         req.resolve.variant = *variant;
-        req.dtype = *dtype;
+        auto td = hubload::ParseTargetDtype(*dtype);
+        if (!td.ok()) return hubload::cli::Fail(cmd, td.status().ToString());
+        req.load.dtype = *td;
         req.digests = true;
         if (!tensors->empty()) {
           std::shared_ptr<std::regex> re;
@@ -197,24 +199,20 @@ hubload::cli::Command load_reg{
         hubload::HubClient client(MakeClient(g));
         auto r = hd::Load(client, req, *opts, nullptr);
         if (!r.ok()) FailJob(cmd, *opts, r.status());
-        nlohmann::json j{{"rank", opts->env.rank}, {"commit", r->prefetch.commit}, {"files", r->files_loaded}};
-        nlohmann::json t = nlohmann::json::object();
-        for (const auto& d : r->digests)
-          t[d.name] = nlohmann::json{{"dtype", d.dtype}, {"shape", d.shape}, {"sha256", d.sha256}, {"file", d.file}};
-        j["tensors"] = t;
+        const std::string report = hubload::LoadReportJson(r->info);
         std::fprintf(stderr, "%s%s: %llu tensors from %zu files\n", Prefix(*opts).c_str(),
-                     opts->env.Describe().c_str(), static_cast<unsigned long long>(r->tensors_loaded),
-                     r->files_loaded.size());
+                     opts->env.Describe().c_str(), static_cast<unsigned long long>(r->info.num_tensors),
+                     r->info.load_order.size());
         if (json_out->empty()) return 0;
         if (*json_out == "-") {
-          std::printf("%s\n", j.dump().c_str());
+          std::printf("%s\n", report.c_str());
           return 0;
         }
         std::string path = *json_out;
         for (size_t p; (p = path.find("{rank}")) != std::string::npos;)
           path.replace(p, 6, std::to_string(opts->env.rank));
         std::ofstream out(path, std::ios::binary | std::ios::trunc);
-        out << j.dump() << "\n";
+        out << report << "\n";
         if (!out) return hubload::cli::Fail(cmd, "cannot write " + path);
         return 0;
       };

@@ -2,16 +2,14 @@
 // checkpoint into LibTorch tensors through the fetch-and-load pipeline
 // (hubload/pipeline.h), then print a summary or the JSON report. A local file,
 // index or folder goes through the same pipeline without any network access.
-// Structure: parse args -> PretrainedRequest -> RunLoad -> print
-// (hubload::LoadReportJson / LoadSummaryText, torch_loader.h).
+// Structure: parse args -> PretrainedRequest -> LoadStateDict -> print the
+// library's report (hubload::LoadReportJson / LoadSummaryText, load.h).
 //
 // With --device other than cpu, --device-map, --plan-only or --device-backend,
 // the device pipeline (hubload/device_pipeline.h) is used instead: headers
 // first, a device_map plan, then the staging loader; the plan is printed as a
-// table or, with --json, with every tensor's device and the sha256 of its
-// bytes copied back from the device (RunDeviceLoad / PrintDevice).
-#include <openssl/evp.h>
-
+// table or, with --json, as the same report (every tensor's device and the
+// sha256 of its bytes copied back from the device).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,61 +51,29 @@ struct LoadArgs {
   }
 };
 
-struct LoadOutcome {
-  hubload::PretrainedStateDict loaded;
-  std::vector<std::pair<std::string, double>> timings;
-};
+int Print(const LoadArgs& args, const hubload::PretrainedInfo& info) {
+  for (const auto& w : info.warnings) std::fprintf(stderr, "hubload load: warning: %s\n", w.c_str());
+  if (args.json) {
+    std::printf("%s\n", hubload::LoadReportJson(info).c_str());
+    return 0;
+  }
+  if (info.source == "hub")
+    std::printf("%s@%s (commit %s)\n", info.repo_id.c_str(), info.revision.c_str(), info.commit.c_str());
+  std::fputs(hubload::LoadSummaryText(info).c_str(), stdout);
+  return 0;
+}
 
-hubload::Result<LoadOutcome> RunLoad(const hubload::HubConfig& config, const LoadArgs& args) {
+int RunCpuLoad(const hubload::HubConfig& config, const LoadArgs& args) {
   hubload::ClientOptions co;
   co.config = config;
   hubload::HubClient client(co);
-  LoadOutcome out;
-  HUBLOAD_ASSIGN_OR_RETURN(out.loaded, hubload::LoadStateDict(client, args.request));
-  const auto& t = out.loaded.info.timings;
-  out.timings = {{"time_to_first_tensor_s", t.time_to_first_tensor_s},
-                 {"download_s", t.download_s},
-                 {"load_s", t.load_s},
-                 {"total_s", t.total_s}};
-  return out;
-}
-
-int Print(const LoadArgs& args, LoadOutcome& out) {
-  using Clock = std::chrono::steady_clock;
-  auto t0 = Clock::now();
-  const auto& info = out.loaded.info;
-  for (const auto& w : info.warnings) std::fprintf(stderr, "hubload load: warning: %s\n", w.c_str());
-  if (args.json) {
-    // Summaries (sums, hashes) are part of the report; time them separately.
-    auto j = hubload::LoadReportJson(info.files, out.loaded.tensors, {}, info.warnings);
-    if (!j.ok()) return hubload::cli::Fail("load", j.status().ToString());
-    out.timings.emplace_back("summarize_s", std::chrono::duration<double>(Clock::now() - t0).count());
-    j = hubload::LoadReportJson(info.files, out.loaded.tensors, out.timings, info.warnings);
-    if (!j.ok()) return hubload::cli::Fail("load", j.status().ToString());
-    std::printf("%s\n", j->c_str());
-  } else {
-    if (info.source == "hub")
-      std::printf("%s@%s (commit %s)\n", info.repo_id.c_str(), args.request.revision.c_str(), info.commit.c_str());
-    std::fputs(hubload::LoadSummaryText(info.files, out.loaded.tensors, out.timings).c_str(), stdout);
-  }
-  return 0;
+  auto loaded = hubload::LoadStateDict(client, args.request);
+  if (!loaded.ok()) return hubload::cli::Fail("load", loaded.status().ToString());
+  return Print(args, loaded->info);
 }
 
 // ---------------------------------------------------------------------------
 // Device path.
-
-std::string Sha256Hex(const std::vector<uint8_t>& bytes) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1) return "";
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
-}
 
 hubload::Result<hubload::DeviceLoadOptions> DeviceOptionsOf(const LoadArgs& a) {
   hubload::DeviceLoadOptions o;
@@ -131,7 +97,7 @@ hubload::Result<hubload::DeviceLoadOptions> DeviceOptionsOf(const LoadArgs& a) {
     hubload::FakeDeviceOptions fo;
     fo.devices = a.fake_gpus;
     fo.memory_per_device = mem;
-    o.backend = std::make_shared<hubload::FakeDeviceBackend>(fo);
+    o.backend = hubload::MakeFakeDeviceBackend(fo);
   } else if (a.device_backend == "cuda") {
     auto b = hubload::MakeCudaBackend();
     if (!b.ok())
@@ -146,66 +112,13 @@ hubload::Result<hubload::DeviceLoadOptions> DeviceOptionsOf(const LoadArgs& a) {
 }
 
 int PrintDevice(const LoadArgs& args, const hubload::DeviceLoadResult& r) {
-  for (const auto& w : r.warnings) std::fprintf(stderr, "hubload load: warning: %s\n", w.c_str());
+  const hubload::PretrainedInfo& info = r.info;
+  if (args.json) return Print(args, info);
+  for (const auto& w : info.warnings) std::fprintf(stderr, "hubload load: warning: %s\n", w.c_str());
   const std::string strategy =
       args.device_map.empty() ? "device" : hubload::StrategyName(hubload::ParseDeviceMap(args.device_map)->strategy);
-  if (args.json) {
-    using ojson = nlohmann::ordered_json;
-    std::unordered_map<std::string, const hubload::DeviceTensor*> loaded;
-    for (const auto& t : r.tensors.tensors()) loaded[t.name] = &t;
-    ojson j;
-    j["repo_id"] = r.repo_id;
-    j["source"] = r.source;
-    j["revision"] = r.revision;
-    j["commit"] = r.commit;
-    j["files"] = r.files;
-    j["backend"] = r.backend;
-    j["plan_only"] = args.plan_only;
-    j["strategy"] = strategy;
-    j["gpu_free_bytes"] = r.gpu_free_bytes;
-    ojson dm = ojson::object();
-    for (const auto& [prefix, dev] : r.plan.device_map) dm[prefix] = dev.ToString();
-    j["device_map"] = dm;
-    ojson bpd = ojson::object();
-    for (const auto& [dev, bytes] : r.plan.bytes_per_device) bpd[dev] = bytes;
-    j["bytes_per_device"] = bpd;
-    ojson tensors = ojson::array();
-    for (const auto& p : r.planned) {
-      ojson t;
-      t["name"] = p.name;
-      t["file"] = p.file;
-      t["dtype"] = hubload::safetensors::DtypeName(p.dtype);
-      t["source_dtype"] = hubload::safetensors::DtypeName(p.source_dtype);
-      t["shape"] = p.shape;
-      t["bytes"] = p.bytes;
-      t["device"] = p.device.ToString();
-      auto it = loaded.find(p.name);
-      if (it != loaded.end()) {
-        auto bytes = r.tensors.CopyToHost(*it->second);
-        if (!bytes.ok()) return hubload::cli::Fail("load", bytes.status().ToString());
-        t["sha256"] = Sha256Hex(*bytes);
-      }
-      tensors.push_back(std::move(t));
-    }
-    j["tensors"] = std::move(tensors);
-    ojson disk = ojson::array();
-    for (const auto& d : r.disk_tensors)
-      disk.push_back({{"name", d.name}, {"file", d.file}, {"offset", d.offset}, {"bytes", d.bytes}});
-    j["disk_tensors"] = std::move(disk);
-    j["warnings"] = r.warnings;
-    j["timings"] = {{"plan_s", r.timings.plan_s},
-                    {"time_to_first_shard_s", r.timings.time_to_first_shard_s},
-                    {"download_s", r.timings.download_s},
-                    {"load_s", r.timings.load_s},
-                    {"total_s", r.timings.total_s}};
-    j["staging"] = {{"bytes_read", r.staging.bytes_read},
-                    {"bytes_copied", r.staging.bytes_copied},
-                    {"buffer_waits", r.staging.buffer_waits}};
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
-  }
-  if (r.source == "hub")
-    std::printf("%s@%s (commit %s)\n", r.repo_id.c_str(), r.revision.c_str(), r.commit.c_str());
+  if (info.source == "hub")
+    std::printf("%s@%s (commit %s)\n", info.repo_id.c_str(), info.revision.c_str(), info.commit.c_str());
   size_t width = 6;
   for (const auto& [prefix, dev] : r.plan.device_map) width = std::max(width, prefix.size() + 2);
   std::printf("device_map (%s, backend %s):\n", strategy.c_str(), r.backend.empty() ? "none" : r.backend.c_str());
@@ -233,12 +146,12 @@ int PrintDevice(const LoadArgs& args, const hubload::DeviceLoadResult& r) {
                 static_cast<unsigned long long>(bytes));
   if (args.plan_only) {
     std::printf("plan only: %zu tensors in %zu file(s), nothing downloaded or loaded\n", r.planned.size(),
-                r.files.size());
+                info.files.size());
   } else {
     std::printf("loaded %zu tensors from %zu file(s)%s in %.3f s (time to first shard %.3f s)\n",
-                r.tensors.tensors().size(), r.files.size(),
+                r.tensors.tensors().size(), info.files.size(),
                 r.disk_tensors.empty() ? "" : (", " + std::to_string(r.disk_tensors.size()) + " left on disk").c_str(),
-                r.timings.total_s, r.timings.time_to_first_shard_s);
+                info.timings.total_s, info.timings.time_to_first_shard_s);
   }
   return 0;
 }
@@ -306,6 +219,7 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
     auto d = hubload::ParseTargetDtype(a->dtype);
     if (!d.ok()) return hubload::cli::Fail("load", d.status().message());
     a->request.load.dtype = *d;
+    a->request.digests = a->json;  // the report carries each tensor's sha256 (and sum)
     auto rt = hubload::ParseRepoType(a->repo_type);
     if (!rt.ok()) return hubload::cli::Fail("load", rt.status().message());
     a->request.repo_type = *rt;
@@ -314,9 +228,7 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
     if (a->UsesDevicePath()) return RunDeviceLoad(g.config, *a);
     if (!a->max_memory.empty() || !a->no_split.empty())
       return hubload::cli::Fail("load", "--max-memory and --no-split apply to --device-map (e.g. --device-map auto)");
-    auto out = RunLoad(g.config, *a);
-    if (!out.ok()) return hubload::cli::Fail("load", out.status().ToString());
-    return Print(*a, *out);
+    return RunCpuLoad(g.config, *a);
   };
 }};
 

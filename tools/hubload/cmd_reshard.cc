@@ -6,8 +6,10 @@
 #include <memory>
 #include <string>
 
+#include "hubload/load.h"
 #include "hubload/split.h"
 #include "hubload/torch_loader.h"
+#include "loader/pipeline/plan.h"
 #include "tools/hubload/cli.h"
 
 namespace {
@@ -55,9 +57,20 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
     if (!d.ok()) return hubload::cli::Fail("reshard", d.status().message());
     auto max = hubload::ParseMaxShardSize(a->max_shard_size);
     if (!max.ok()) return hubload::cli::Fail("reshard", "--max-shard-size: " + max.status().message());
-    hubload::ResolveOptions ro;
-    ro.variant = a->src_variant;
-    ro.subfolder = a->subfolder;
+    // SRC is resolved as `hubload load PATH` resolves it: the load driver's fetch plan.
+    hubload::PretrainedRequest req;
+    req.repo_id = a->src;
+    req.source = hubload::PretrainedRequest::Source::kLocal;
+    req.variant = a->src_variant;
+    req.subfolder = a->subfolder;
+    hubload::PretrainedInfo info;
+    auto plan = hubload::pipeline_internal::MakeFetchPlan(nullptr, req, /*allow_pickle=*/false, &info);
+    if (!plan.ok()) return hubload::cli::Fail("reshard", plan.status().ToString());
+    for (const auto& w : info.warnings) std::fprintf(stderr, "hubload reshard: warning: %s\n", w.c_str());
+    hubload::ReshardSource source;
+    source.files = info.local_files;
+    source.index_file = info.index_file;
+    source.weights_name = info.resolved.weights_name;
     hubload::ReshardOptions opts;
     opts.max_shard_size = *max;
     opts.variant = a->variant;
@@ -68,9 +81,8 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
                                                             : hubload::safetensors::Dtype::BF16;
       opts.convert = ConvertWithTorch;
     }
-    auto r = hubload::ReshardCheckpoint(a->src, a->out, ro, opts);
+    auto r = hubload::ReshardCheckpoint(source, a->out, opts);
     if (!r.ok()) return hubload::cli::Fail("reshard", r.status().ToString());
-    for (const auto& w : r->warnings) std::fprintf(stderr, "hubload reshard: warning: %s\n", w.c_str());
     for (const auto& f : r->files) std::printf("wrote %s\n", f.c_str());
     if (!r->index_file.empty()) std::printf("wrote %s\n", r->index_file.c_str());
     for (const auto& f : r->removed_stale) std::printf("removed stale %s\n", f.c_str());

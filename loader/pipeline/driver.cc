@@ -1,0 +1,635 @@
+// The one fetch-and-load driver (loader/pipeline/driver.h).
+#include "loader/pipeline/driver.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "hubload/reasons.h"
+#include "loader/pipeline/common.h"
+#include "util/file_io.h"
+
+namespace hubload::pipeline_internal {
+namespace {
+
+constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+
+Status Cancelled(const std::string& what) {
+  return Status(Code::kCancelled, what + " cancelled", std::string(reason::kCancelled));
+}
+
+std::string Basename(const std::string& p) {
+  auto pos = p.find_last_of('/');
+  return pos == std::string::npos ? p : p.substr(pos + 1);
+}
+
+Status PreadAll(int fd, uint64_t offset, void* dst, uint64_t n, const std::string& label) {
+  auto* p = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, static_cast<size_t>(std::min<uint64_t>(n, 1ull << 30)), static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return util::IoError("cannot read", label, errno);
+    if (r == 0) {
+      ErrorContext ctx;
+      ctx.file = label;
+      return Status(Code::kIOError, label + " ends before byte " + std::to_string(offset) + " (truncated)",
+                    "Truncated", ctx);
+    }
+    p += r;
+    offset += static_cast<uint64_t>(r);
+    n -= static_cast<uint64_t>(r);
+  }
+  return Status::Ok();
+}
+
+bool SameHeader(const safetensors::Header& a, const safetensors::Header& b) {
+  if (a.data_start != b.data_start || a.file_size != b.file_size || a.tensors.size() != b.tensors.size()) return false;
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    const auto& x = a.tensors[i];
+    const auto& y = b.tensors[i];
+    if (x.name != y.name || x.dtype != y.dtype || x.shape != y.shape || x.begin != y.begin || x.end != y.end)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+/// Per-file byte watermarks shared by the source (producer threads) and the
+/// driver. Descriptors are kept open until the load ends, so a descriptor the
+/// driver read once stays valid.
+class ShardState : public ShardEvents {
+ public:
+  struct Slot {
+    std::vector<int> fds;    // every descriptor seen; fds.back() is current
+    uint64_t generation = 0;
+    uint64_t available = 0;  // readable prefix of fds.back()
+    bool verified = false;
+    bool ended = false;      // the driver finished the shard
+  };
+
+  ShardState(const FetchPlan& plan, int max_in_flight, const DriverCallbacks& cb)
+      : plan_(plan), max_in_flight_(max_in_flight), cb_(cb), slots_(plan.shards.size()) {
+    for (size_t i = 0; i < plan.shards.size(); ++i) by_file_[plan.shards[i].file] = i;
+  }
+  ~ShardState() override {
+    for (auto& s : slots_)
+      for (int fd : s.fds) ::close(fd);
+  }
+
+  void Bytes(const std::string& file, int fd, uint64_t generation, uint64_t contiguous) override {
+    auto it = by_file_.find(file);
+    if (it == by_file_.end() || fd < 0) return;
+    std::lock_guard<std::mutex> l(mu_);
+    Slot& s = slots_[it->second];
+    if (s.verified) return;
+    if (s.fds.empty() || generation != s.generation) {
+      int d = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (d < 0) return;  // the shard is then read once verified
+      s.fds.push_back(d);
+      s.generation = generation;
+      s.available = contiguous;
+    } else {
+      s.available = std::max(s.available, contiguous);
+    }
+    cv_.notify_all();
+  }
+
+  void Done(const std::string& file, const std::string& local_path) override {
+    auto it = by_file_.find(file);
+    if (it == by_file_.end()) return;
+    const size_t i = it->second;
+    int fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st{};
+    Status err;
+    if (fd < 0) err = util::IoError("cannot open", local_path, errno);
+    else if (::fstat(fd, &st) != 0) err = util::IoError("cannot stat", local_path, errno);
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      Slot& s = slots_[i];
+      if (!err.ok()) {
+        if (fd >= 0) ::close(fd);
+        Fail(err);
+        return;
+      }
+      s.fds.push_back(fd);
+      s.available = static_cast<uint64_t>(st.st_size);
+      s.verified = true;
+      cv_.notify_all();
+      // Backpressure: a later shard waits while enough verified shards wait for
+      // the driver; the shard the driver needs next never waits.
+      cv_.wait(l, [&] {
+        if (cancel_.load() || max_in_flight_ <= 0 || i <= earliest_unended_) return true;
+        int pending = 0;
+        for (size_t k = earliest_unended_ + 1; k < slots_.size(); ++k)
+          if (k != i && slots_[k].verified && !slots_[k].ended) ++pending;
+        return pending < max_in_flight_;
+      });
+    }
+    if (cb_.on_file_downloaded) cb_.on_file_downloaded(file);
+  }
+
+  void Progress(uint64_t done, uint64_t total) override {
+    if (cb_.on_progress) cb_.on_progress(done, total);
+  }
+  const std::atomic<bool>* cancel_flag() const override { return &cancel_; }
+
+  // ---- driver side ----
+  void Fail(Status st) {  // with mu_ held
+    if (error_.ok()) error_ = std::move(st);
+    cancel_ = true;
+    cv_.notify_all();
+  }
+  void Cancel() {
+    std::lock_guard<std::mutex> l(mu_);
+    cancel_ = true;
+    cv_.notify_all();
+  }
+  void SourceFinished(Status st) {
+    std::lock_guard<std::mutex> l(mu_);
+    source_done_ = true;
+    download_done_ = std::chrono::steady_clock::now();
+    if (!st.ok() && error_.ok() && !(st.code() == Code::kCancelled && cancel_.load())) error_ = std::move(st);
+    if (!st.ok()) cancel_ = true;
+    cv_.notify_all();
+  }
+  void MarkEnded(size_t i) {
+    std::lock_guard<std::mutex> l(mu_);
+    slots_[i].ended = true;
+    while (earliest_unended_ < slots_.size() && slots_[earliest_unended_].ended) ++earliest_unended_;
+    cv_.notify_all();
+  }
+  /// Waits until slot `i` has `need` bytes or is verified; returns its state.
+  Status WaitFor(size_t i, uint64_t need, bool want_verified, int* fd, uint64_t* available, bool* verified,
+                 uint64_t* generation) {
+    std::unique_lock<std::mutex> l(mu_);
+    const Slot& s = slots_[i];
+    cv_.wait(l, [&] {
+      if (cancel_.load()) return true;
+      if (s.verified) return true;
+      if (want_verified) return source_done_;
+      return (!s.fds.empty() && s.available >= need) || source_done_;
+    });
+    if (!error_.ok()) return error_;
+    if (cancel_.load()) return Cancelled("load");
+    if (!s.verified && (want_verified || s.fds.empty() || s.available < need))
+      return Status(Code::kInternal, "the download of '" + plan_.shards[i].file + "' ended without the file",
+                    "SourceIncomplete");
+    *fd = s.fds.back();
+    *available = s.available;
+    *verified = s.verified;
+    *generation = s.generation + (s.verified ? 1 : 0);
+    return Status::Ok();
+  }
+  /// Waits until some unended shard can make progress: returns its index, or
+  /// slots_.size() when every shard ended. `need[i]`: bytes the next step of i needs.
+  Result<size_t> NextReady(const std::vector<uint64_t>& need) {
+    std::unique_lock<std::mutex> l(mu_);
+    size_t found = slots_.size();
+    cv_.wait(l, [&] {
+      if (cancel_.load()) return true;
+      bool all = true;
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        const Slot& s = slots_[i];
+        if (s.ended) continue;
+        all = false;
+        if (s.verified || (!s.fds.empty() && need[i] != kNever && s.available >= need[i])) {
+          found = i;
+          return true;
+        }
+      }
+      if (all) return true;
+      return source_done_;  // nothing more will come
+    });
+    if (!error_.ok()) return error_;
+    if (cancel_.load()) return Cancelled("load");
+    if (found == slots_.size()) {
+      for (const Slot& s : slots_)
+        if (!s.ended)
+          return Status(Code::kInternal, "the shard source ended before every shard was delivered",
+                        "SourceIncomplete");
+    }
+    return found;
+  }
+  std::chrono::steady_clock::time_point download_done() {
+    std::lock_guard<std::mutex> l(mu_);
+    return download_done_;
+  }
+
+ private:
+  const FetchPlan& plan_;
+  const int max_in_flight_;
+  const DriverCallbacks& cb_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;
+  std::unordered_map<std::string, size_t> by_file_;
+  std::atomic<bool> cancel_{false};
+  Status error_;
+  bool source_done_ = false;
+  size_t earliest_unended_ = 0;
+  std::chrono::steady_clock::time_point download_done_{};
+};
+
+// ---------------------------------------------------------------------------
+// ShardData
+
+Status ShardData::WaitFor(uint64_t end) {
+  int fd;
+  uint64_t avail, gen;
+  bool verified;
+  return state_->WaitFor(index_, end, false, &fd, &avail, &verified, &gen);
+}
+
+Status ShardData::WaitVerified() {
+  int fd;
+  uint64_t avail, gen;
+  bool verified;
+  return state_->WaitFor(index_, kNever, true, &fd, &avail, &verified, &gen);
+}
+
+Status ShardData::Read(uint64_t offset, void* dst, uint64_t n) {
+  int fd;
+  uint64_t avail, gen;
+  bool verified;
+  HUBLOAD_RETURN_IF_ERROR(state_->WaitFor(index_, offset + n, false, &fd, &avail, &verified, &gen));
+  return PreadAll(fd, offset, dst, n, file());
+}
+
+Result<std::shared_ptr<safetensors::MappedFile>> ShardData::Mapping() {
+  int fd;
+  uint64_t avail, gen;
+  bool verified;
+  const uint64_t size = header_.file_size ? header_.file_size : planned_->size;
+  HUBLOAD_RETURN_IF_ERROR(state_->WaitFor(index_, 1, false, &fd, &avail, &verified, &gen));
+  if (mapping_ && mapping_generation_ == gen) return mapping_;
+  HUBLOAD_ASSIGN_OR_RETURN(mapping_, safetensors::MappedFile::FromFd(fd, size, planned_->local_path));
+  mapping_generation_ = gen;
+  if (mapping_fd_ >= 0) ::close(mapping_fd_);
+  mapping_fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  return mapping_;
+}
+
+Result<safetensors::SafetensorsFile> ShardData::File() {
+  HUBLOAD_ASSIGN_OR_RETURN(auto m, Mapping());
+  return safetensors::SafetensorsFile::FromParts(std::move(m), header_);
+}
+
+Status ShardSink::OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records) {
+  return PickleUnsupported(shard.file(), "", "");
+}
+
+// ---------------------------------------------------------------------------
+// The driver
+
+namespace {
+
+/// Progress of one shard through the driver.
+struct Progress {
+  bool started = false;
+  bool whole_done = false;
+  size_t next = 0;                // next tensor (file order)
+  uint64_t need = 8;              // bytes the next step needs (kNever: the verified file)
+  uint64_t delivered_end = 0;     // bytes [0, delivered_end) handed to the sink
+  int delivered_fd = -1;          // owned dup of the descriptor they were read through
+  std::vector<TensorRecord> records;
+};
+
+/// Bytes [0, n) of two descriptors are equal (a download that restarted after
+/// tensors were delivered from its first partial file).
+Result<bool> SamePrefix(int a, int b, uint64_t n, const std::string& label) {
+  std::vector<char> x(1 << 20), y(1 << 20);
+  for (uint64_t off = 0; off < n;) {
+    uint64_t k = std::min<uint64_t>(n - off, x.size());
+    HUBLOAD_RETURN_IF_ERROR(PreadAll(a, off, x.data(), k, label));
+    HUBLOAD_RETURN_IF_ERROR(PreadAll(b, off, y.data(), k, label));
+    if (std::memcmp(x.data(), y.data(), static_cast<size_t>(k)) != 0) return false;
+    off += k;
+  }
+  return true;
+}
+
+TensorRecord RecordOf(const std::string& file, const safetensors::TensorInfo& t) {
+  TensorRecord r;
+  r.name = t.name;
+  r.file = file;
+  r.source_dtype = safetensors::DtypeName(t.dtype);
+  r.dtype = r.source_dtype;
+  for (uint64_t d : t.shape) r.shape.push_back(static_cast<int64_t>(d));
+  r.bytes = t.nbytes();
+  return r;
+}
+
+class Driver {
+ public:
+  Driver(ShardState& state, const FetchPlan& plan, const PretrainedRequest& req, ShardSink& sink,
+         PretrainedInfo* info, Clock::time_point t0)
+      : state_(state), plan_(plan), req_(req), sink_(sink), info_(info), t0_(t0), prog_(plan.shards.size()) {
+    for (size_t i = 0; i < plan.shards.size(); ++i) data_.emplace_back(&state, &plan.shards[i], i);
+  }
+  ~Driver() {
+    for (auto& p : prog_)
+      if (p.delivered_fd >= 0) ::close(p.delivered_fd);
+    for (auto& d : data_)
+      if (d.mapping_fd_ >= 0) ::close(d.mapping_fd_);
+  }
+
+  Status Run() {
+    std::vector<uint64_t> need(prog_.size());
+    while (true) {
+      for (size_t i = 0; i < prog_.size(); ++i) need[i] = prog_[i].need;
+      HUBLOAD_ASSIGN_OR_RETURN(size_t i, state_.NextReady(need));
+      if (i >= prog_.size()) return Status::Ok();
+      const auto ts = Clock::now();
+      Status st;
+      try {
+        st = Step(i);
+      } catch (const std::exception& e) {  // a throwing sink must not leave the producer running
+        st = Status(Code::kInternal, std::string("exception while loading: ") + e.what(), "Exception");
+      }
+      info_->timings.load_s += Seconds(ts, Clock::now());
+      if (!st.ok()) {
+        const std::string& file = plan_.shards[i].file;
+        ErrorContext ctx;
+        ctx.file = file;
+        if (st.message().find(file) == std::string::npos) st = st.WithPrefix(file);
+        if (info_->source == "hub" && st.message().find(info_->repo_id) == std::string::npos)
+          st = st.WithPrefix(info_->repo_id + "@" + info_->revision);
+        return st.Annotate(ctx);
+      }
+    }
+  }
+
+  /// Checkpoint-order records, aliases, counts.
+  void Collect() {
+    std::set<std::string> names;
+    for (auto& p : prog_)
+      for (auto& r : p.records) {
+        names.insert(r.name);
+        info_->tensors.push_back(std::move(r));
+      }
+    info_->num_tensors = info_->tensors.size();
+    // "removed -> kept" metadata written by huggingface_hub save_torch_state_dict.
+    const std::map<std::string, std::string>& meta =
+        plan_.sharded ? plan_.index.metadata : (data_.empty() ? plan_.index.metadata : data_[0].header_.metadata);
+    for (const auto& [removed, kept] : meta) {
+      if (removed == "format" || removed == "total_size" || names.count(removed) || !names.count(kept)) continue;
+      info_->aliases.emplace_back(removed, kept);
+    }
+  }
+
+ private:
+  Status Step(size_t i) {
+    Progress& p = prog_[i];
+    ShardData& sd = data_[i];
+    const PlannedShard& shard = plan_.shards[i];
+    int fd;
+    uint64_t avail, gen;
+    bool verified;
+    HUBLOAD_RETURN_IF_ERROR(state_.WaitFor(i, 0, false, &fd, &avail, &verified, &gen));
+    if (shard.format == ShardFormat::kPickle) {
+      if (!verified) {
+        p.need = kNever;  // a zip's directory is at its end: the whole verified file is needed
+        return Status::Ok();
+      }
+      HUBLOAD_RETURN_IF_ERROR(sink_.OnShardStart(sd));
+      HUBLOAD_RETURN_IF_ERROR(sink_.OnWholeShard(sd, &p.records));
+      for (auto& r : p.records)
+        if (r.file.empty()) r.file = shard.file;
+      FirstTensor();
+      return End(i);
+    }
+    if (!p.started) {
+      const std::string& label = shard.file;  // the repo path, as errors name it
+      const uint64_t size = verified ? avail : shard.size;
+      if (avail < 8 && !verified) {
+        p.need = 8;
+        return Status::Ok();
+      }
+      uint8_t len8[8];
+      const uint64_t have8 = std::min<uint64_t>(8, avail);
+      HUBLOAD_RETURN_IF_ERROR(PreadAll(fd, 0, len8, have8, label));
+      HUBLOAD_ASSIGN_OR_RETURN(uint64_t need, safetensors::PeekHeaderLength(len8, have8, size, label));
+      if (avail < need && !verified) {
+        p.need = need;
+        return Status::Ok();
+      }
+      std::vector<uint8_t> head(need);
+      HUBLOAD_RETURN_IF_ERROR(PreadAll(fd, 0, head.data(), need, label));
+      HUBLOAD_ASSIGN_OR_RETURN(safetensors::Header h, safetensors::ParseHeader(head.data(), head.size(), size, label));
+      if (shard.header && !SameHeader(*shard.header, h))
+        return Status(Code::kInvalidFormat,
+                      "the header of '" + shard.file + "' differs from the one read before downloading (" +
+                          std::to_string(shard.header->tensors.size()) + " tensors planned, " +
+                          std::to_string(h.tensors.size()) + " in the file); the file changed during the load",
+                      "HeaderChanged");
+      if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(plan_.index, Basename(shard.file), h));
+      sd.header_ = std::move(h);
+      for (const auto& t : sd.header_.tensors) p.records.push_back(RecordOf(shard.file, t));
+      p.started = true;
+      HUBLOAD_RETURN_IF_ERROR(sink_.OnShardStart(sd));
+    }
+    const auto& tensors = sd.header_.tensors;
+    if (sink_.WholeShard() && !p.whole_done) {
+      HUBLOAD_RETURN_IF_ERROR(sink_.OnWholeShard(sd, &p.records));  // reads through sd (blocking)
+      p.whole_done = true;
+      p.next = tensors.size();
+      NoteDelivered(p, fd, sd.header_.file_size);
+      if (!tensors.empty()) FirstTensor();
+    }
+    const bool streaming = req_.overlap;
+    while (p.next < tensors.size()) {
+      const auto& t = tensors[p.next];
+      const uint64_t end = sd.header_.data_start + t.end;
+      if (!verified && (!streaming || avail < end)) {
+        p.need = streaming ? end : kNever;
+        return Status::Ok();
+      }
+      HUBLOAD_RETURN_IF_ERROR(sink_.OnTensor(sd, t, &p.records[p.next]));
+      if (!verified) NoteDelivered(p, fd, end);
+      FirstTensor();
+      ++p.next;
+    }
+    if (!verified) {
+      p.need = kNever;
+      return Status::Ok();
+    }
+    // Bytes delivered from a partial file that is not the verified one must equal it.
+    if (p.delivered_fd >= 0) {
+      struct stat a{}, b{};
+      if (::fstat(p.delivered_fd, &a) == 0 && ::fstat(fd, &b) == 0 && (a.st_ino != b.st_ino || a.st_dev != b.st_dev)) {
+        HUBLOAD_ASSIGN_OR_RETURN(bool same, SamePrefix(p.delivered_fd, fd, p.delivered_end, shard.file));
+        if (!same)
+          return Status(Code::kCorruptDownload,
+                        "'" + shard.file + "' was downloaded again after tensors were handed over from its first "
+                        "partial file, and the verified bytes differ from them",
+                        std::string(reason::kHashMismatch));
+      }
+    }
+    return End(i);
+  }
+
+  void NoteDelivered(Progress& p, int fd, uint64_t end) {
+    if (p.delivered_fd < 0) p.delivered_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    p.delivered_end = std::max(p.delivered_end, end);
+  }
+
+  void FirstTensor() {
+    if (!first_tensor_) {
+      first_tensor_ = true;
+      info_->timings.time_to_first_tensor_s = Seconds(t0_, Clock::now());
+    }
+  }
+
+  Status End(size_t i) {
+    HUBLOAD_RETURN_IF_ERROR(sink_.OnShardEnd(data_[i]));
+    prog_[i].need = kNever;
+    info_->load_order.push_back(plan_.shards[i].file);
+    if (info_->timings.time_to_first_shard_s == 0) info_->timings.time_to_first_shard_s = Seconds(t0_, Clock::now());
+    // The mapping made while downloading is released unless the sink's tensors hold it.
+    data_[i].mapping_.reset();
+    state_.MarkEnded(i);
+    return Status::Ok();
+  }
+
+  ShardState& state_;
+  const FetchPlan& plan_;
+  const PretrainedRequest& req_;
+  ShardSink& sink_;
+  PretrainedInfo* info_;
+  const Clock::time_point t0_;
+  std::vector<Progress> prog_;
+  std::vector<ShardData> data_;
+  bool first_tensor_ = false;
+};
+
+}  // namespace
+
+Status RunDriver(ShardSource& source, const FetchPlan& plan, const PretrainedRequest& req, ShardSink& sink,
+                 const DriverCallbacks& cb, Clock::time_point t0, PretrainedInfo* info) {
+  ShardState state(plan, req.overlap ? req.max_shards_in_flight : 0, cb);
+  Status driver_status;
+  {
+    Driver driver(state, plan, req, sink, info, t0);
+    std::thread producer([&] {
+      Status st;
+      try {
+        st = source.Run(state);
+      } catch (const std::exception& e) {
+        st = Status(Code::kInternal, std::string("exception in the shard source: ") + e.what(), "Exception");
+      }
+      state.SourceFinished(st);
+    });
+    if (!req.overlap) producer.join();  // baseline: everything downloaded first
+    driver_status = driver.Run();
+    if (!driver_status.ok()) state.Cancel();
+    if (producer.joinable()) producer.join();
+    if (driver_status.ok()) {
+      driver.Collect();
+      driver_status = sink.Finish(info);
+    }
+  }
+  if (!plan.local) info->timings.download_s = Seconds(t0, state.download_done());
+  return driver_status;
+}
+
+// ---------------------------------------------------------------------------
+// Sources
+
+namespace {
+
+class LocalSource : public ShardSource {
+ public:
+  explicit LocalSource(const FetchPlan& plan) : plan_(plan) {}
+  Status Run(ShardEvents& events) override {
+    for (const auto& s : plan_.shards) {
+      if (events.cancel_flag()->load()) break;
+      events.Done(s.file, s.local_path);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const FetchPlan& plan_;
+};
+
+class HubSource : public ShardSource {
+ public:
+  HubSource(const HubClient& client, const PretrainedRequest& req, const PretrainedInfo& info, const FetchPlan& plan)
+      : client_(client), req_(req), info_(info), plan_(plan) {}
+  Status Run(ShardEvents& events) override {
+    std::vector<std::string> files;
+    for (const auto& s : plan_.shards) files.push_back(s.file);
+    DownloadCallbacks dc;
+    dc.on_file_done = [&](const std::string& file, const std::string& local_path) { events.Done(file, local_path); };
+    dc.on_file_bytes = [&](const FileBytes& b) {
+      events.Bytes(b.path_in_repo, b.fd, b.generation, b.contiguous_bytes);
+    };
+    const uint64_t listed_total = info_.weights_bytes;
+    dc.on_progress = [&, listed_total](uint64_t done, uint64_t total) {
+      events.Progress(done, std::max(total, listed_total));
+    };
+    dc.cancel_flag = events.cancel_flag();
+    // Every file from the listed commit (the listing recorded the revision's ref).
+    return client_.DownloadFiles(req_.repo_id, info_.commit, req_.repo_type, files, dc);
+  }
+
+ private:
+  const HubClient& client_;
+  const PretrainedRequest& req_;
+  const PretrainedInfo& info_;
+  const FetchPlan& plan_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardSource> MakeLocalSource(const FetchPlan& plan) { return std::make_unique<LocalSource>(plan); }
+
+std::unique_ptr<ShardSource> MakeHubSource(const HubClient& client, const PretrainedRequest& req,
+                                           const PretrainedInfo& info, const FetchPlan& plan) {
+  return std::make_unique<HubSource>(client, req, info, plan);
+}
+
+Result<PretrainedInfo> RunLoad(const HubClient* client, const PretrainedRequest& req, ShardSink& sink,
+                               const LoadHooks& hooks) {
+  const auto t0 = Clock::now();
+  PretrainedInfo info;
+  const bool local = IsLocalRequest(req);
+  ErrorContext ctx;
+  ctx.repo_id = req.repo_id;
+  ctx.revision = local ? "" : req.revision;
+  auto fail = [&](const Status& st) { return st.Annotate(ctx); };
+  if (Status st = CheckRequest(req, local, &info); !st.ok()) return fail(st);
+  auto planned = MakeFetchPlan(client, req, hooks.allow_pickle, &info);
+  if (!planned.ok()) return fail(planned.status());
+  FetchPlan plan = std::move(*planned);
+  if (hooks.read_headers)
+    if (Status st = ReadShardHeaders(client, req, info, &plan); !st.ok()) return fail(st);
+  bool proceed = true;
+  if (hooks.before_run)
+    if (Status st = hooks.before_run(plan, &info, &proceed); !st.ok()) return fail(st);
+  info.timings.plan_s = Seconds(t0, Clock::now());
+  if (proceed) {
+    std::unique_ptr<ShardSource> source = hooks.make_source ? hooks.make_source(plan, info)
+                                          : plan.local      ? MakeLocalSource(plan)
+                                                            : MakeHubSource(*client, req, info, plan);
+    if (Status st = RunDriver(*source, plan, req, sink, hooks.callbacks, t0, &info); !st.ok()) return fail(st);
+  }
+  info.timings.total_s = Seconds(t0, Clock::now());
+  return info;
+}
+
+}  // namespace hubload::pipeline_internal

@@ -1,0 +1,77 @@
+// Internal (loader/pipeline): the LibTorch sink of the load driver, shared by
+// the CPU entry points (torch_sinks.cc) and the distributed load.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "hubload/torch_loader.h"
+#include "loader/pipeline/driver.h"
+
+namespace hubload::pipeline_internal {
+
+/// Updates `rec` with what the tensor became (dtype, bytes, digests).
+inline Status Describe(const at::Tensor& t, bool digests, TensorRecord* rec) {
+  auto d = SafetensorsDtype(t.scalar_type());
+  if (d.ok()) rec->dtype = safetensors::DtypeName(*d);
+  rec->bytes = static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
+  rec->device = "cpu";
+  if (digests) {
+    HUBLOAD_ASSIGN_OR_RETURN(TensorSummary s, SummarizeTensor(t));
+    rec->sha256 = s.sha256;
+    rec->sum = s.sum;
+  }
+  return Status::Ok();
+}
+
+/// Makes at::Tensors from each shard as its bytes land and hands them on.
+class TorchSink : public ShardSink {
+ public:
+  /// `on_tensor(shard index, name, tensor)` and `on_shard_end` may be null.
+  /// `filter` (may be null) keeps a tensor when it returns true; a tensor it
+  /// drops is never materialised and its record gets device "" (a rank's
+  /// share of a distributed load).
+  TorchSink(const PretrainedRequest& req, std::function<Status(size_t shard, std::string name, at::Tensor t)> on_tensor,
+            std::function<Status(ShardData& shard)> on_shard_end,
+            std::function<bool(const std::string& name)> filter = nullptr)
+      : req_(req), on_tensor_(std::move(on_tensor)), on_shard_end_(std::move(on_shard_end)), filter_(std::move(filter)) {}
+
+  Status OnShardStart(ShardData& shard) override {
+    file_.reset();
+    return Status::Ok();
+  }
+  Status OnTensor(ShardData& shard, const safetensors::TensorInfo& info, TensorRecord* rec) override {
+    if (filter_ && !filter_(info.name)) {
+      rec->device.clear();
+      return Status::Ok();
+    }
+    // The mapping may be renewed when the download restarted or the file was verified.
+    HUBLOAD_ASSIGN_OR_RETURN(auto mapping, shard.Mapping());
+    if (!file_ || file_->mapping() != mapping) {
+      HUBLOAD_ASSIGN_OR_RETURN(auto f, safetensors::SafetensorsFile::FromParts(mapping, shard.header()));
+      file_ = std::move(f);
+    }
+    auto t = LoadTensor(*file_, info, req_.load);
+    if (!t.ok()) return t.status().WithPrefix("tensor '" + info.name + "'");
+    HUBLOAD_RETURN_IF_ERROR(Describe(*t, req_.digests, rec));
+    if (!on_tensor_) return Status::Ok();
+    return on_tensor_(shard.index(), info.name, std::move(*t));
+  }
+  Status OnShardEnd(ShardData& shard) override {
+    file_.reset();  // the shard's mapping is released unless zero-copy tensors hold it
+    return on_shard_end_ ? on_shard_end_(shard) : Status::Ok();
+  }
+
+ private:
+  const PretrainedRequest& req_;
+  std::function<Status(size_t, std::string, at::Tensor)> on_tensor_;
+  std::function<Status(ShardData&)> on_shard_end_;
+  std::function<bool(const std::string&)> filter_;
+  std::optional<safetensors::SafetensorsFile> file_;
+};
+
+}  // namespace hubload::pipeline_internal

@@ -1,0 +1,239 @@
+// The behaviours that used to drift between the load paths, checked on every
+// path of the one driver: CPU state dict, module, device (fake backend), local
+// checkpoint (distributed: tests/distributed). Expected values come from the
+// bytes the test wrote.
+#include <gtest/gtest.h>
+#include <torch/nn/module.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "hubload/device.h"
+#include "hubload/device_pipeline.h"
+#include "hubload/pipeline.h"
+#include "hubload/reasons.h"
+#include "tests/pipeline/fixtures.h"
+#include "testing/report.h"
+
+namespace hubload::pipeline_test {
+namespace {
+
+using hubload::testing::TempDir;
+
+std::string Bytes(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()) * c.element_size());
+}
+
+struct Lin : torch::nn::Module {
+  explicit Lin(int64_t n) { weight = register_parameter("weight", torch::zeros({n})); }
+  torch::Tensor weight;
+};
+/// embed.weight [4], lm_head.weight [4], layer.weight [2].
+struct Net : torch::nn::Module {
+  Net() {
+    embed = register_module("embed", std::make_shared<Lin>(4));
+    lm_head = register_module("lm_head", std::make_shared<Lin>(4));
+    layer = register_module("layer", std::make_shared<Lin>(2));
+  }
+  std::shared_ptr<Lin> embed, lm_head, layer;
+};
+
+/// What one path produced: its status and, when OK, its report.
+struct Outcome {
+  std::string path;
+  Status status;
+  PretrainedInfo info;
+};
+
+/// Loads `repo_or_path` on every path. `hub` selects the Hub source.
+std::vector<Outcome> LoadEveryWay(const HubClient& client, const std::string& repo_or_path, bool hub) {
+  PretrainedRequest req;
+  req.repo_id = repo_or_path;
+  req.source = hub ? PretrainedRequest::Source::kHub : PretrainedRequest::Source::kLocal;
+  req.digests = true;
+  std::vector<Outcome> out;
+  {
+    auto r = LoadStateDict(client, req);
+    out.push_back({"cpu", r.ok() ? Status::Ok() : r.status(), r.ok() ? r->info : PretrainedInfo{}});
+  }
+  {
+    Net net;
+    auto r = LoadModule(client, req, net);
+    out.push_back({"module", r.ok() ? Status::Ok() : r.status(), r.ok() ? r->info : PretrainedInfo{}});
+  }
+  {
+    DeviceLoadOptions o;
+    o.device = "cuda:0";
+    FakeDeviceOptions fo;
+    fo.devices = 1;
+    o.backend = MakeFakeDeviceBackend(fo);
+    auto r = FetchAndLoadToDevice(client, req, o);
+    out.push_back({"device", r.ok() ? Status::Ok() : r.status(), r.ok() ? r->info : PretrainedInfo{}});
+  }
+  return out;
+}
+
+struct Repo {
+  TempDir src;
+  RawTensor embed = MakeTensor("embed.weight", "F32", {4}, 11);
+  RawTensor layer = MakeTensor("layer.weight", "F32", {2}, 12);
+};
+
+void WriteIndex(const fs::path& dir, const nlohmann::json& weight_map, const nlohmann::json& metadata) {
+  nlohmann::json idx{{"metadata", metadata}, {"weight_map", weight_map}};
+  WriteText(dir / "model.safetensors.index.json", idx.dump(2));
+}
+
+TEST(EveryPath, IndexShardMismatchHasOneReason) {
+  Repo r;
+  // The index puts layer.weight in shard 1, but shard 2 holds it.
+  WriteText(r.src.path() / "model-00001-of-00002.safetensors", SafetensorsBytes({r.embed}));
+  WriteText(r.src.path() / "model-00002-of-00002.safetensors", SafetensorsBytes({r.layer}));
+  WriteIndex(r.src.path(),
+             {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00001-of-00002.safetensors"},
+              {"x", "model-00002-of-00002.safetensors"}},
+             {{"total_size", 24}});
+  ServedStore store;
+  ASSERT_TRUE(store.ok());
+  store.AddRepo("org/mismatch", r.src.path());
+  TempDir cache;
+  HubClient client = MakeClient(store.url(), cache.str());
+  for (bool hub : {true, false}) {
+    for (const Outcome& o : LoadEveryWay(client, hub ? "org/mismatch" : r.src.str(), hub)) {
+      SCOPED_TRACE(o.path + (hub ? " (hub)" : " (local)"));
+      ASSERT_FALSE(o.status.ok());
+      EXPECT_EQ(o.status.code(), Code::kInvalidFormat) << o.status.ToString();
+      EXPECT_EQ(o.status.reason(), "IndexTensorMissing") << o.status.ToString();
+      EXPECT_NE(o.status.message().find("layer.weight"), std::string::npos) << o.status.ToString();
+      EXPECT_NE(o.status.message().find("model-00001-of-00002.safetensors"), std::string::npos);
+      EXPECT_EQ(o.status.context().repo_id, hub ? "org/mismatch" : r.src.str());
+    }
+  }
+}
+
+TEST(EveryPath, AliasesUnnamedShardsAndTheReport) {
+  Repo r;
+  WriteText(r.src.path() / "model-00001-of-00002.safetensors", SafetensorsBytes({r.embed}));
+  WriteText(r.src.path() / "model-00002-of-00002.safetensors", SafetensorsBytes({r.layer}));
+  // A stray shard of the same family that the index does not name.
+  WriteText(r.src.path() / "model-00003-of-00003.safetensors", SafetensorsBytes({r.layer}));
+  // huggingface_hub save_torch_state_dict records the dropped alias as "removed": "kept".
+  WriteIndex(r.src.path(),
+             {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00002-of-00002.safetensors"}},
+             {{"total_size", 24}, {"lm_head.weight", "embed.weight"}});
+  ServedStore store;
+  ASSERT_TRUE(store.ok());
+  store.AddRepo("org/alias", r.src.path());
+  TempDir cache;
+  HubClient client = MakeClient(store.url(), cache.str());
+  for (bool hub : {true, false}) {
+    for (const Outcome& o : LoadEveryWay(client, hub ? "org/alias" : r.src.str(), hub)) {
+      SCOPED_TRACE(o.path + (hub ? " (hub)" : " (local)"));
+      ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+      // Aliases: restored on every path, named in the report.
+      ASSERT_EQ(o.info.aliases.size(), 1u);
+      EXPECT_EQ(o.info.aliases[0].first, "lm_head.weight");
+      EXPECT_EQ(o.info.aliases[0].second, "embed.weight");
+      // The unnamed shard: one warning naming it, on every path.
+      int named = 0;
+      for (const auto& w : o.info.warnings) named += w.find("model-00003-of-00003.safetensors") != std::string::npos;
+      EXPECT_EQ(named, 1) << ::testing::PrintToString(o.info.warnings);
+      // One report: schema, checkpoint order, digests of the bytes written.
+      nlohmann::json j = nlohmann::json::parse(LoadReportJson(o.info));
+      EXPECT_EQ(j["schema"], "hubload.load/1");
+      ASSERT_EQ(j["tensors"].size(), 2u);
+      EXPECT_EQ(j["tensors"][0]["name"], "embed.weight");
+      EXPECT_EQ(j["tensors"][1]["name"], "layer.weight");
+      EXPECT_EQ(j["tensors"][0]["sha256"], hubload::testing::Sha256Hex(r.embed.bytes.data(), r.embed.bytes.size()));
+      EXPECT_EQ(j["tensors"][1]["sha256"], hubload::testing::Sha256Hex(r.layer.bytes.data(), r.layer.bytes.size()));
+      EXPECT_EQ(j["tensors"][0]["device"], o.path == "device" ? "cuda:0" : "cpu");
+      EXPECT_EQ(j["aliases"]["lm_head.weight"], "embed.weight");
+      EXPECT_EQ(j["files"].size(), 2u);
+    }
+  }
+  // The state dict and the module carry the restored alias's bytes.
+  PretrainedRequest req;
+  req.repo_id = "org/alias";
+  auto sd = LoadStateDict(client, req);
+  ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+  std::map<std::string, at::Tensor> by_name(sd->tensors.begin(), sd->tensors.end());
+  ASSERT_TRUE(by_name.count("lm_head.weight"));
+  EXPECT_EQ(Bytes(by_name["lm_head.weight"]), r.embed.bytes);
+  EXPECT_EQ(by_name["lm_head.weight"].data_ptr(), by_name["embed.weight"].data_ptr());  // shared, not copied
+  Net net;
+  auto m = LoadModule(client, req, net);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->report.missing.empty()) << ::testing::PrintToString(m->report.missing);
+  EXPECT_EQ(Bytes(net.lm_head->weight), r.embed.bytes);
+}
+
+TEST(EveryPath, PickleWeightsAreRefusedWithOneReason) {
+  TempDir src;
+  WriteText(src.path() / "pytorch_model.bin", std::string("PK\x03\x04 not really a zip", 24));
+  WriteText(src.path() / "config.json", "{}");
+  ServedStore store;
+  ASSERT_TRUE(store.ok());
+  store.AddRepo("org/pickle", src.path());
+  TempDir cache;
+  HubClient client = MakeClient(store.url(), cache.str());
+  for (bool hub : {true, false}) {
+    for (const Outcome& o : LoadEveryWay(client, hub ? "org/pickle" : src.str(), hub)) {
+      SCOPED_TRACE(o.path + (hub ? " (hub)" : " (local)"));
+      ASSERT_FALSE(o.status.ok());
+      EXPECT_EQ(o.status.code(), Code::kUnsupported);
+      EXPECT_TRUE(o.status.Is(reason::kPickleUnsupported)) << o.status.ToString();
+      EXPECT_NE(o.status.message().find("pytorch_model.bin"), std::string::npos);
+    }
+  }
+  // Nothing was downloaded: the refusal comes from the plan.
+  EXPECT_EQ(store.server().RequestCount("pytorch_model.bin"), 0u);
+}
+
+TEST(EveryPath, CorruptLastShardFailsAndLeavesNoBlob) {
+  TempDir src, cache;
+  RawTensor a = MakeTensor("a", "F32", {64}, 21);
+  RawTensor b = MakeTensor("b", "F32", {4096}, 22);
+  WriteSharded(src.path(), "model.safetensors.index.json",
+               {{"model-00001-of-00002.safetensors", {a}}, {"model-00002-of-00002.safetensors", {b}}});
+  ServedStore store;
+  ASSERT_TRUE(store.ok());
+  std::string commit = store.AddRepo("org/corrupt-last", src.path());
+  // Flip one data byte of the last shard's blob in the store: the server sends
+  // bytes whose sha256 is not the etag it announces.
+  std::string shard2 = SafetensorsBytes({b});
+  std::string etag = hubload::testing::Sha256Hex(shard2.data(), shard2.size());
+  fs::path blob;
+  for (auto& e : fs::recursive_directory_iterator(fs::path(store.server().root())))
+    if (e.path().filename() == etag) blob = e.path();
+  ASSERT_FALSE(blob.empty());
+  fs::permissions(blob, fs::perms::owner_all, fs::perm_options::add);
+  std::string corrupt = shard2;
+  corrupt[corrupt.size() - 3] ^= 0x40;
+  WriteText(blob, corrupt);
+  HubClient client = MakeClient(store.url(), cache.str());
+  PretrainedRequest req;
+  req.repo_id = "org/corrupt-last";
+  std::vector<std::string> delivered;
+  PretrainedCallbacks cb;
+  cb.on_tensor = [&](const std::string& name, at::Tensor) {
+    delivered.push_back(name);
+    return Status::Ok();
+  };
+  auto r = FetchAndLoad(client, req, cb);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kCorruptDownload) << r.status().ToString();
+  EXPECT_NE(r.status().ToString().find("model-00002-of-00002.safetensors"), std::string::npos) << r.status().ToString();
+  RepoCache rc(cache.str(), "org/corrupt-last", RepoType::kModel);
+  EXPECT_FALSE(fs::exists(rc.BlobPath(etag)));
+  EXPECT_FALSE(fs::exists(rc.PointerPath(commit, "model-00002-of-00002.safetensors")));
+  for (auto& e : fs::directory_iterator(fs::path(rc.repo_dir()) / "blobs")) {
+    const std::string name = e.path().filename().string();
+    if (name.size() != 64) continue;  // partials, git-sha1 blobs
+    auto bytes = hubload::testing::ReadFileBytes(e.path());
+    EXPECT_EQ(hubload::testing::Sha256Hex(bytes.data(), bytes.size()), name);
+  }
+}
+
+}  // namespace
+}  // namespace hubload::pipeline_test
