@@ -6,22 +6,13 @@
 #include <string_view>
 
 #include "hubload/device.h"
+#include "util/text.h"
 
 namespace hubload {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool AllDigits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
+using util::AllDigits;
+constexpr auto Trim = util::TrimBlanks;
 
 /// A CUDA ordinal: decimal digits, no sign, at most 9 digits (fits an int).
 bool ParseOrdinal(std::string_view s, int* out) {

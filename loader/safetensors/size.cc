@@ -5,24 +5,15 @@
 #include <string>
 
 #include "hubload/reasons.h"
+#include "util/text.h"
 
 namespace hubload {
 namespace {
 
 __extension__ typedef unsigned __int128 U128;  // exact size arithmetic (GCC/Clang)
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool AllDigits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
+using util::AllDigits;
+constexpr auto Trim = util::TrimBlanks;
 
 char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -265,14 +266,18 @@ bool ConvertElements(Dtype from, Dtype to, const uint8_t* src, uint8_t* dst, siz
 
 namespace {
 
-Status Truncated(const std::string& file, const std::string& tensor, uint64_t at) {
-  Status st(Code::kInvalidFormat,
-            "'" + file + "': tensor '" + tensor + "' lies outside the file (it ends before byte " +
-                std::to_string(at) + " of the tensor's data)",
-            std::string(reason::kTensorOutOfRange));
+Status TensorError(Code code, std::string_view reason, const std::string& file, const std::string& tensor,
+                   const std::string& message) {
+  Status st(code, message, std::string(reason));
   st.mutable_context().file = file;
   st.mutable_context().tensor = tensor;
   return st;
+}
+
+Status Truncated(const std::string& file, const std::string& tensor, uint64_t at) {
+  return TensorError(Code::kInvalidFormat, reason::kTensorOutOfRange, file, tensor,
+                     "'" + file + "': tensor '" + tensor + "' lies outside the file (it ends before byte " +
+                         std::to_string(at) + " of the tensor's data)");
 }
 
 Status PreadAll(int fd, uint8_t* buf, uint64_t n, uint64_t off, const std::string& file, const std::string& tensor,
@@ -364,15 +369,10 @@ Status ConvertChunked(const Source& src, Dtype from, Dtype to, uint64_t n, uint8
   };
   util::WorkerPool::Shared().ParallelFor(static_cast<size_t>(chunks), chunks < 2 ? 1 : 0, run);
   if (!first_error.ok()) return first_error;
-  if (bad_element != UINT64_MAX) {
-    Status st(Code::kUnsupported,
-              "tensor '" + tensor + "' of '" + file + "' has dtype U64 and holds a value >= 2^63 at element " +
-                  std::to_string(bad_element) + " (U64 is loaded as int64 only when every value fits)",
-              std::string(reason::kUnsupportedDtype));
-    st.mutable_context().file = file;
-    st.mutable_context().tensor = tensor;
-    return st;
-  }
+  if (bad_element != UINT64_MAX)
+    return TensorError(Code::kUnsupported, reason::kUnsupportedDtype, file, tensor,
+                       "tensor '" + tensor + "' of '" + file + "' has dtype U64 and holds a value >= 2^63 at element " +
+                           std::to_string(bad_element) + " (U64 is loaded as int64 only when every value fits)");
   return Status::Ok();
 }
 
