@@ -4,7 +4,8 @@
 // reshard of safetensors checkpoints built on it. Torch-free: the split works on
 // (name, nbytes, storage id) tuples, so it is testable by hand.
 //
-// Thread safety: pure functions on values; call from any thread.
+// Thread safety: the split functions are pure; ReshardCheckpoint touches only
+// the files it names (see there).
 #pragma once
 
 #include <cstdint>
@@ -141,6 +142,33 @@ struct ReshardResult {
 ///    converted with float_dtype), names from ShardFilenamePattern; inside a
 ///    file tensors in the safetensors writer order (SerializeHeader). A
 ///    checkpoint without tensors still gives one (empty) file.
+///  - `__metadata__` of the sources is kept in every output file (one merged
+///    map; "format": "pt" added when absent). A key that two source files give
+///    different values is an error (kInvalidFormat, reason MetadataConflict)
+///    naming the key, both values and both files. With one output file the
+///    source index's metadata (but total_size) joins it, as huggingface_hub's
+///    save_torch_state_dict does (non-string values as compact JSON; a
+///    conflict with a file's value is the same error).
+///  - The index (only with more than one output file, written last, indent 2):
+///    `metadata` = total_size of the output, then the source index's other
+///    metadata values unchanged (JSON values kept as they are), or, for a
+///    single-file source, its `__metadata__` but "format" (so that alias
+///    entries `removed -> kept` still restore); `weight_map` sorted by name.
+///  - Every file goes to a temp name, is fsync'ed and renamed; then stale files
+///    of the output weights name and variant are removed as SaveSharded does
+///    (B27). `out_dir` may be the source folder: mapped sources stay readable.
+///  - Memory: source bytes are written from read-only mappings whose pages are
+///    released as they are written (about one 64 MiB piece resident at a time);
+///    converted tensors of one output file are held until it is written.
+/// Errors: kInvalidArgument (no file, max_shard_size 0, float_dtype not
+/// F32/F16/BF16 or without `convert`, bad variant or weights name); those of
+/// ReadIndex, SafetensorsFile::Open, CheckShardAgainstIndex, SplitStateDict (a
+/// tensor in two files: DuplicateTensor) and the writer (kDiskFull, kIOError);
+/// kUnsupported (reason UnsupportedDtype) for a floating tensor float_dtype
+/// cannot reach (F4, F6_*, F8_*FNUZ), naming it; the converter's errors
+/// (annotated with the file and tensor).
+/// Thread safety: touches only `src`'s files and `out_dir`; concurrent calls
+/// on distinct output folders are fine.
 Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::string& out_dir,
                                         const ReshardOptions& options);
 

@@ -55,9 +55,10 @@ Result<at::ScalarType> LoadedDtype(safetensors::Dtype d, const std::string& name
 /// (the mapping is PROT_READ): writing to them faults — use force_copy (or
 /// ModuleLoadMode::kCopy) for tensors that will be modified in place.
 ///
-/// A fresh tensor (conversion, copy) is converted exactly as documented in
-/// hubload/dtype_policy.h and loader/torch/convert.h (round to nearest even,
-/// NaN kept as NaN: f16 sign|0x7E00, bf16 0x7FC0), in 1 MiB chunks of source
+/// A fresh tensor (conversion, copy) gets the dtype of hubload/dtype_policy.h,
+/// with the bits LibTorch's own `.to()` gives: widening to f32 exact, f32 -> f16
+/// / bf16 round to nearest even, f64 via f32 (as c10), NaN kept as NaN (f16
+/// sign|0x7E00, bf16 0x7FC0, f16 -> f32 keeps sign and payload); in 1 MiB chunks of source
 /// bytes on the calling thread plus the shared worker pool (every core);
 /// tensors from 2 MiB up live on transparent-huge-page memory (an anonymous
 /// mapping freed with the tensor's storage; 4 KiB pages where the kernel's THP
