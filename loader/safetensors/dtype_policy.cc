@@ -36,10 +36,8 @@ bool Native(Dtype d) {
     case Dtype::BF16:
     case Dtype::F32:
     case Dtype::F64:
-    case Dtype::C64:
-      return true;
-    default:
-      return false;
+    case Dtype::C64: return true;
+    default: return false;
   }
 }
 
@@ -71,10 +69,8 @@ bool IsFloatingDtype(Dtype d) {
     case Dtype::F16:
     case Dtype::BF16:
     case Dtype::F32:
-    case Dtype::F64:
-      return true;
-    default:
-      return false;
+    case Dtype::F64: return true;
+    default: return false;
   }
 }
 
@@ -121,8 +117,8 @@ void AddDtypeConversions(const safetensors::Header& header, const LoadOptions& o
 
 std::string DescribeDtypeConversion(const DtypeConversion& c, size_t max_names) {
   const size_t n = c.tensors.size();
-  std::string s = std::to_string(n) + (n == 1 ? " tensor " : " tensors ") + safetensors::DtypeName(c.from) +
-                  " -> " + safetensors::DtypeName(c.to) + " (" + c.why + ")";
+  std::string s = std::to_string(n) + (n == 1 ? " tensor " : " tensors ") + safetensors::DtypeName(c.from) + " -> " +
+                  safetensors::DtypeName(c.to) + " (" + c.why + ")";
   if (n == 0 || max_names == 0) return s;
   s += ": ";
   for (size_t i = 0; i < n && i < max_names; ++i) s += (i ? ", " : "") + c.tensors[i];

@@ -154,7 +154,9 @@ Status WriteShard(const std::string& path, std::vector<safetensors::TensorToWrit
   });
 }
 
-Status Invalid(const std::string& what) { return Status(Code::kInvalidArgument, "reshard: " + what, "InvalidArgument"); }
+Status Invalid(const std::string& what) {
+  return Status(Code::kInvalidArgument, "reshard: " + what, "InvalidArgument");
+}
 
 }  // namespace
 

@@ -350,7 +350,8 @@ Status ConvertChunked(const Source& src, Dtype from, Dtype to, uint64_t n, uint8
       return;
     } else {
       std::vector<uint8_t>& buf = ChunkBuffer();
-      Status st = PreadAll(src.fd, buf.data(), m * in_size, src.offset + begin * in_size, file, tensor, begin * in_size);
+      Status st =
+          PreadAll(src.fd, buf.data(), m * in_size, src.offset + begin * in_size, file, tensor, begin * in_size);
       if (!st.ok()) {
         fail(std::move(st));
         return;

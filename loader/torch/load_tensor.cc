@@ -34,8 +34,8 @@ std::optional<at::ScalarType> NativeType(Dtype d) {
 
 Status Unconvertible(const safetensors::TensorInfo& info, Dtype to) {
   Status st(Code::kUnsupported,
-            "tensor '" + info.name + "' has dtype " + safetensors::DtypeName(info.dtype) + ", which hubload cannot load as " +
-                safetensors::DtypeName(to),
+            "tensor '" + info.name + "' has dtype " + safetensors::DtypeName(info.dtype) +
+                ", which hubload cannot load as " + safetensors::DtypeName(to),
             std::string(reason::kUnsupportedDtype));
   st.mutable_context().tensor = info.name;
   return st;
@@ -64,7 +64,8 @@ at::Tensor FreshTensor(const std::vector<int64_t>& sizes, at::ScalarType type, u
   if (nbytes >= convert::kHugeOutputBytes) {
     if (void* p = convert::AllocateOutput(nbytes)) {
       try {
-        return at::from_blob(p, sizes, [nbytes](void* q) { convert::FreeOutput(q, nbytes); }, options);
+        return at::from_blob(
+            p, sizes, [nbytes](void* q) { convert::FreeOutput(q, nbytes); }, options);
       } catch (...) {
         convert::FreeOutput(p, nbytes);
         throw;
@@ -97,8 +98,8 @@ Result<at::Tensor> Converted(const Plan& p, const safetensors::TensorInfo& info,
   try {
     at::Tensor t = FreshTensor(p.sizes, p.type, convert::BytesOf(p.to, p.n));
     if (p.n == 0) return t;
-    HUBLOAD_RETURN_IF_ERROR(convert::ConvertChunked(src, info.dtype, p.to, p.n, static_cast<uint8_t*>(t.data_ptr()),
-                                                    label, info.name));
+    HUBLOAD_RETURN_IF_ERROR(
+        convert::ConvertChunked(src, info.dtype, p.to, p.n, static_cast<uint8_t*>(t.data_ptr()), label, info.name));
     return t;
   } catch (const std::exception& e) {
     return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + label + "'");
@@ -133,8 +134,9 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
   if (p.to == info.dtype && p.n > 0 && aligned && !options.force_copy) {
     try {
       std::shared_ptr<safetensors::MappedFile> keep = file.mapping();
-      return at::from_blob(const_cast<uint8_t*>(bytes.data()), p.sizes, [keep](void*) mutable { keep.reset(); },
-                           at::TensorOptions().device(at::kCPU).dtype(p.type));
+      return at::from_blob(
+          const_cast<uint8_t*>(bytes.data()), p.sizes, [keep](void*) mutable { keep.reset(); },
+          at::TensorOptions().device(at::kCPU).dtype(p.type));
     } catch (const std::exception& e) {
       return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + FileLabel(file) + "'");
     }

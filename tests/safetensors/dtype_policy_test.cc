@@ -1,9 +1,10 @@
 // The load dtype policy (hubload/dtype_policy.h): the table typed in here from
 // the documented rules (B30, B32, LibTorch 1.13's dtypes), and the conversion
 // list a load report shows, counted by hand.
+#include "hubload/dtype_policy.h"
+
 #include <gtest/gtest.h>
 
-#include "hubload/dtype_policy.h"
 #include "hubload/safetensors.h"
 
 namespace hubload {
@@ -81,7 +82,8 @@ TEST(DtypeConversions, CountedPerConversionAcrossShards) {
   EXPECT_EQ(DescribeDtypeConversion(c[0], 1), "3 tensors U16 -> I32 (LibTorch 1.13 has no uint16): ids ... and 2 more");
   EXPECT_EQ(c[1].from, Dtype::F8_E8M0);
   EXPECT_EQ(c[1].to, Dtype::BF16);
-  EXPECT_EQ(DescribeDtypeConversion(c[1]), "1 tensor F8_E8M0 -> BF16 (LibTorch 1.13 has no float8; decoded exactly): scale");
+  EXPECT_EQ(DescribeDtypeConversion(c[1]),
+            "1 tensor F8_E8M0 -> BF16 (LibTorch 1.13 has no float8; decoded exactly): scale");
   EXPECT_EQ(c[2].from, Dtype::U64);
   EXPECT_EQ(c[2].tensors, (std::vector<std::string>{"big"}));
 
@@ -90,9 +92,10 @@ TEST(DtypeConversions, CountedPerConversionAcrossShards) {
   LoadOptions o;
   o.dtype = TargetDtype::kF16;
   o.keep_in_fp32 = {"norm"};
-  AddDtypeConversions(HeaderOf({{"a.w", Dtype::BF16}, {"b.w", Dtype::BF16}, {"a.norm", Dtype::BF16}, {"c", Dtype::F32},
-                                {"d", Dtype::F16}}),
-                      o, &t);
+  AddDtypeConversions(
+      HeaderOf(
+          {{"a.w", Dtype::BF16}, {"b.w", Dtype::BF16}, {"a.norm", Dtype::BF16}, {"c", Dtype::F32}, {"d", Dtype::F16}}),
+      o, &t);
   ASSERT_EQ(t.size(), 3u);
   EXPECT_EQ(DescribeDtypeConversion(t[0]), "2 tensors BF16 -> F16 (target dtype F16): a.w, b.w");
   EXPECT_EQ(DescribeDtypeConversion(t[1]), "1 tensor BF16 -> F32 (keep_in_fp32): a.norm");

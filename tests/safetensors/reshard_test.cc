@@ -114,8 +114,10 @@ TEST(Reshard, EveryDtypeByteForByteWithMetadataAndTheHubSplit) {
   // huggingface_hub's greedy split at 40 bytes, by hand, in file order:
   //  a8 b16 -> [a,b] (24); c24 would make 48 > 40: close; [c] 24; d48 > 40: own shard (before the open one);
   //  e8 -> [c,e] 32; f8 -> 40 (not > 40) [c,e,f]; g8 -> 48: close; [g] 8; h3 -> 11; i4 -> 15; j8 -> 23; k0 -> 23.
-  const std::vector<std::vector<std::string>> want = {
-      {"a.u16", "b.u32"}, {"d.f8e4m3"}, {"c.u64", "e.f8e5m2", "f.f8e8m0"}, {"g.f4", "h.bool", "i.bf16", "j.scalar", "k.empty"}};
+  const std::vector<std::vector<std::string>> want = {{"a.u16", "b.u32"},
+                                                      {"d.f8e4m3"},
+                                                      {"c.u64", "e.f8e5m2", "f.f8e8m0"},
+                                                      {"g.f4", "h.bool", "i.bf16", "j.scalar", "k.empty"}};
   ASSERT_EQ(r.files.size(), want.size());
   EXPECT_EQ(r.index_file, "model.safetensors.index.json");
   EXPECT_EQ(r.total_size, 8u + 16 + 24 + 48 + 8 + 8 + 8 + 3 + 4 + 8 + 0);
@@ -160,8 +162,8 @@ TEST(Reshard, EveryDtypeByteForByteWithMetadataAndTheHubSplit) {
 
 // Two shards and an index whose metadata holds a non-string value.
 void WriteShardedSource(const fs::path& d, const nlohmann::json& meta0, const nlohmann::json& meta1) {
-  WriteHand(d / "model-00001-of-00002.safetensors", {{"x.w", "BF16", {2, 2}, Pattern(8, 11)}, {"x.ids", "U32", {1}, Pattern(4, 12)}},
-            meta0);
+  WriteHand(d / "model-00001-of-00002.safetensors",
+            {{"x.w", "BF16", {2, 2}, Pattern(8, 11)}, {"x.ids", "U32", {1}, Pattern(4, 12)}}, meta0);
   WriteHand(d / "model-00002-of-00002.safetensors", {{"y.w", "F8_E4M3", {5}, Pattern(5, 13)}}, meta1);
   nlohmann::json idx = {{"metadata", {{"total_size", 17}, {"quant", {{"bits", 4}}}, {"note", "kept"}}},
                         {"weight_map",
@@ -180,8 +182,8 @@ TEST(Reshard, ShardedSourceToOneFileCarriesTheIndexMetadata) {
   EXPECT_TRUE(r.index_file.empty());
   EXPECT_FALSE(fs::exists(dir.path() / "out" / "model.safetensors.index.json"));
   auto out = ReadBack(dir.path() / "out" / "model.safetensors");
-  EXPECT_EQ(out.header.metadata, (std::map<std::string, std::string>{
-                                     {"format", "pt"}, {"quant", R"({"bits":4})"}, {"note", "kept"}}));
+  EXPECT_EQ(out.header.metadata,
+            (std::map<std::string, std::string>{{"format", "pt"}, {"quant", R"({"bits":4})"}, {"note", "kept"}}));
   auto src1 = ReadBack(dir.path() / "src" / "model-00001-of-00002.safetensors");
   auto src2 = ReadBack(dir.path() / "src" / "model-00002-of-00002.safetensors");
   EXPECT_EQ(out.Data("x.w"), src1.Data("x.w"));
@@ -195,7 +197,8 @@ TEST(Reshard, ShardedToShardedKeepsIndexValuesAsJson) {
   TempDir dir;
   fs::create_directories(dir.path() / "src");
   WriteShardedSource(dir.path() / "src", {{"format", "pt"}, {"v", "2"}}, nullptr);
-  auto r = MustReshard(Sharded(dir.path() / "src"), dir.path() / "out", 8);  // x.w 8 | x.ids 4 + y.w 5 = 9 > 8 -> 3 files
+  auto r =
+      MustReshard(Sharded(dir.path() / "src"), dir.path() / "out", 8);  // x.w 8 | x.ids 4 + y.w 5 = 9 > 8 -> 3 files
   ASSERT_EQ(r.files.size(), 3u);
   auto index = nlohmann::json::parse(testing::ReadFileBytes(dir.path() / "out" / "model.safetensors.index.json"));
   EXPECT_EQ(index["metadata"]["total_size"], 17);
@@ -273,10 +276,9 @@ TEST(Reshard, FloatDtypeConvertsFloatingTensorsOnlyThroughTheConverter) {
   EXPECT_EQ(bad.status().code(), Code::kUnsupported);
   EXPECT_NE(bad.status().message().find("'q.f4'"), std::string::npos) << bad.status().message();
   o.convert = nullptr;
-  EXPECT_EQ(ReshardCheckpoint(OneFile(dir.path() / "model.safetensors"), (dir.path() / "out3").string(), o)
-                .status()
-                .code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      ReshardCheckpoint(OneFile(dir.path() / "model.safetensors"), (dir.path() / "out3").string(), o).status().code(),
+      Code::kInvalidArgument);
 }
 
 TEST(Reshard, RealFilesByteForByte) {

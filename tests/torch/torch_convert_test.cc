@@ -143,10 +143,20 @@ TEST(Convert, NanStaysNanWithTheDocumentedBits) {
 
 TEST(Convert, F64GoesThroughF32AsC10) {
   std::mt19937_64 rng(13);
-  std::vector<double> v = {0.0, -0.0, 1.0, 65504.0, 65520.0, 1e-8, 5.960464477539063e-08, 1e300, -1e-300,
+  std::vector<double> v = {0.0,
+                           -0.0,
+                           1.0,
+                           65504.0,
+                           65520.0,
+                           1e-8,
+                           5.960464477539063e-08,
+                           1e300,
+                           -1e-300,
                            std::ldexp(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40), 0),  // rounds differently once
-                           INFINITY, -INFINITY};
-  for (int i = 0; i < 50000; ++i) v.push_back(std::ldexp(static_cast<double>(rng() >> 11), -53) * std::ldexp(1.0, static_cast<int>(rng() % 80) - 40));
+                           INFINITY,
+                           -INFINITY};
+  for (int i = 0; i < 50000; ++i)
+    v.push_back(std::ldexp(static_cast<double>(rng() >> 11), -53) * std::ldexp(1.0, static_cast<int>(rng() % 80) - 40));
   TempDir dir;
   auto file = WriteAndOpen(dir.str() + "/d.safetensors", "d", Dtype::F64, Bytes(v));
   at::Tensor f = MustLoad(file, TargetDtype::kF32), h = MustLoad(file, TargetDtype::kF16),

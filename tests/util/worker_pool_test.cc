@@ -1,6 +1,8 @@
 // util/worker_pool: every item runs exactly once, on more than one thread when
 // the pool has threads, nested loops finish, Post runs everything before the
 // destructor returns. No timing.
+#include "util/worker_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,8 +10,6 @@
 #include <set>
 #include <thread>
 #include <vector>
-
-#include "util/worker_pool.h"
 
 namespace hubload::util {
 namespace {
