@@ -41,6 +41,17 @@ struct BlobWriter::Impl {
     buf.clear();
     return Status::Ok();
   }
+  // Replaces the partial by a NEW empty file (new inode): bytes a reader of the
+  // old one saw are never changed under it (streaming loads, hubload/hub.h
+  // FileBytes). The caller holds the blob's lock, so nobody else creates it.
+  Status Recreate(const std::string& path) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return cache_internal::IoError("cannot remove", path, errno);
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return cache_internal::IoError("cannot create partial download", path, errno);
+    return Status::Ok();
+  }
 };
 
 Result<std::unique_ptr<BlobWriter>> BlobWriter::Open(const RepoCache& repo, std::string etag, Options options) {
@@ -72,8 +83,7 @@ Result<std::unique_ptr<BlobWriter>> BlobWriter::OpenPaths(std::string partial_pa
   bool keep = im.opt.resume && have > 0 &&
               (im.opt.expected_size < 0 || have <= static_cast<uint64_t>(im.opt.expected_size));
   if (!keep) {
-    if (have > 0 && ::ftruncate(im.fd, 0) != 0)
-      return cache_internal::IoError("cannot truncate", w->partial_path_, errno);
+    if (have > 0) HUBLOAD_RETURN_IF_ERROR(im.Recreate(w->partial_path_));  // never truncated in place
     return w;
   }
   // Hash the bytes already there so the digest covers the whole blob.
@@ -125,9 +135,12 @@ Status BlobWriter::Restart() {
   im.flushed = 0;
   offset_ = 0;
   im.ResetHash();
-  if (::ftruncate(im.fd, 0) != 0) return cache_internal::IoError("cannot truncate", partial_path_, errno);
-  return Status::Ok();
+  return im.Recreate(partial_path_);
 }
+
+Status BlobWriter::Flush() { return impl_->Flush(partial_path_); }
+int BlobWriter::fd() const { return impl_->fd; }
+uint64_t BlobWriter::flushed_bytes() const { return impl_->flushed; }
 
 std::string BlobWriter::CurrentSha256() const {
   EVP_MD_CTX* c = EVP_MD_CTX_new();

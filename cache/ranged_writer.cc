@@ -54,6 +54,8 @@ struct RangedBlobWriter::Impl {
   EVP_MD_CTX* md = nullptr;
   uint64_t cursor = 0;
   std::vector<char> scratch;
+  // Chunks [0, contiguous_hint) are known complete on disk (contiguous_bytes()).
+  mutable std::atomic<size_t> contiguous_hint{0};
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
@@ -70,9 +72,20 @@ struct RangedBlobWriter::Impl {
     PutLe64(head + 24, opt.chunk_bytes);
     return PwriteAll(fd, head, sizeof head, opt.size, path);
   }
-  // Empty partial of the right length (sparse) with a zeroed journal.
+  // Empty partial of the right length (sparse) with a zeroed journal. A partial
+  // that holds anything is replaced by a NEW file (new inode), never truncated
+  // in place: a reader of the old one never sees its bytes change.
   Status Reset(const std::string& path) {
-    if (::ftruncate(fd, 0) != 0) return cache_internal::IoError("cannot truncate", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return cache_internal::IoError("cannot stat", path, errno);
+    if (st.st_size > 0) {
+      ::close(fd);
+      fd = -1;
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return cache_internal::IoError("cannot remove", path, errno);
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0) return cache_internal::IoError("cannot create partial download", path, errno);
+    }
+    contiguous_hint = 0;
     if (::ftruncate(fd, static_cast<off_t>(opt.size + TrailerLen())) != 0)
       return cache_internal::IoError("cannot size partial download", path, errno);
     for (size_t k = 0; k < n; ++k) {
@@ -244,6 +257,17 @@ Status RangedBlobWriter::FlushChunk(size_t k) {
 }
 
 Status RangedBlobWriter::Restart() { return impl_->Reset(partial_path_); }
+
+int RangedBlobWriter::fd() const { return impl_->fd; }
+
+uint64_t RangedBlobWriter::contiguous_bytes() const {
+  const Impl& im = *impl_;
+  size_t k = im.contiguous_hint.load(std::memory_order_relaxed);
+  while (k < im.n && im.chunks[k].flushed.load(std::memory_order_acquire) == im.End(k) - im.Begin(k)) ++k;
+  im.contiguous_hint.store(k, std::memory_order_relaxed);
+  if (k >= im.n) return im.opt.size;
+  return im.Begin(k) + im.chunks[k].flushed.load(std::memory_order_acquire);
+}
 
 Result<std::string> RangedBlobWriter::Commit() {
   Impl& im = *impl_;

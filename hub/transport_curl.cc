@@ -189,7 +189,8 @@ class CurlTransport : public HttpTransport {
     curl_easy_setopt(c, CURLOPT_USERAGENT, opt_.user_agent.c_str());
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opt_.connect_timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(opt_.low_speed_limit_bytes));
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(opt_.low_speed_time_s)));
+    double stall_s = req.stall_timeout_s > 0 ? req.stall_timeout_s : opt_.low_speed_time_s;
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(stall_s + 0.5)));
     if (req.timeout_s > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(req.timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_HTTP_VERSION, opt_.http2 ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, static_cast<long>(std::min<size_t>(opt_.buffer_bytes, CURL_MAX_READ_SIZE)));

@@ -59,7 +59,8 @@ class RetryingTransport : public HttpTransport {
         retryable = r.status().code() == Code::kNetwork;
       }
       if (tracking && tracking->delivered()) retryable = false;  // caller resumes with Range
-      if (!retryable || attempt >= p_.max_retries) return r;
+      int max_retries = req.max_retries >= 0 ? std::min(req.max_retries, p_.max_retries) : p_.max_retries;
+      if (!retryable || attempt >= max_retries) return r;
       double sleep = retry_after ? *retry_after : backoff;
       if (!retry_after && p_.jitter_fraction > 0) {
         std::uniform_real_distribution<double> d(0, p_.jitter_fraction * backoff);
@@ -72,7 +73,8 @@ class RetryingTransport : public HttpTransport {
       // logs "Retrying in Xs [Retry n/N]" the same way). URL redacted, no token.
       spdlog::warn("{} {}: {}; retrying in {:.1f} s [retry {}/{}]", req.method, RedactUrl(req.url),
                    r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message(), sleep, attempt + 1,
-                   p_.max_retries);
+                   max_retries);
+      if (req.on_retry) req.on_retry(r.ok() ? r->status : 0);
       if (p_.sleep) {
         p_.sleep(sleep);
         hooked_sleep += sleep;

@@ -10,7 +10,7 @@ PKGS=(
   libcurl4-openssl-dev libssl-dev openssl curl nlohmann-json3-dev
   libboost1.81-dev libtorch-dev libgloo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libspdlog-dev ccache libzip-dev python3-torch
+  libcli11-dev libspdlog-dev ccache libzip-dev libminizip-dev python3-torch
   clang libclang-rt-14-dev
   python3
 )

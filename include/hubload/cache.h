@@ -242,8 +242,20 @@ class BlobWriter {
   /// naming the partial's path; kCorruptDownload when the data would exceed
   /// the expected size.
   Status Append(const char* data, size_t n);
+  /// Writes the buffered bytes out (after it, flushed_bytes() == offset()).
+  /// Errors: as Append.
+  Status Flush();
   /// Drops every byte written so far (server ignored Range, etag changed...).
+  /// The partial is unlinked and created anew (a new inode), never truncated
+  /// in place, so a reader holding the old file never sees its bytes change;
+  /// Open with resume = false does the same with a partial that holds bytes.
   Status Restart();
+  /// Descriptor of the partial (read-write; -1 after Commit/Discard). Owned by
+  /// the writer: dup(2) it to keep it.
+  int fd() const;
+  /// Bytes [0, flushed_bytes()) are written to the partial (visible through
+  /// fd()) and never rewritten in this file.
+  uint64_t flushed_bytes() const;
   /// Verifies and renames to blobs/<etag>. Errors: kCorruptDownload (size or
   /// sha256 mismatch; the partial is deleted), kIOError/kDiskFull.
   /// Returns the final blob path.
@@ -313,8 +325,16 @@ class RangedBlobWriter {
   /// Writes out chunk k's buffered bytes and records them in the journal (call
   /// when its transfer ends, complete or not).
   Status FlushChunk(size_t k);
-  /// Drops every byte (server ignored Range, validator changed...).
+  /// Drops every byte (server ignored Range, validator changed...). A partial
+  /// that holds data is unlinked and created anew (a new inode), never
+  /// truncated in place; Open without a usable journal does the same.
   Status Restart();
+  /// Descriptor of the partial (-1 after Commit/Discard). Owned by the writer.
+  int fd() const;
+  /// Length of the written prefix: bytes [0, contiguous_bytes()) are on disk
+  /// (flushed, every chunk before complete) and never rewritten in this file.
+  /// Safe to call concurrently with Append/FlushChunk.
+  uint64_t contiguous_bytes() const;
   /// Flushes, checks every chunk is complete, finishes the hash, truncates the
   /// journal, verifies the sha256 and renames to the final name. Errors:
   /// kCorruptDownload reason "SizeMismatch" (chunks missing; partial kept) or

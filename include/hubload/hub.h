@@ -41,31 +41,50 @@ struct ClientOptions {
   /// endpoint, token, cache_dir, offline. An empty cache_dir means
   /// HubConfig::FromEnvironment().cache_dir.
   HubConfig config;
-  /// Files downloaded at once by DownloadFiles/Snapshot (huggingface_hub
-  /// snapshot_download max_workers default 8).
+  /// Most connections downloading at once (DownloadFiles, Snapshot, and the
+  /// ranges of one Download); huggingface_hub snapshot_download max_workers
+  /// default 8. The scheduler adapts the number it uses between 1 and this
+  /// (see `connections`).
   int max_workers = 8;
-  /// Parallel byte ranges of one large file (RangedBlobWriter: pwrite into
-  /// blobs/<etag>.ranges.incomplete, sha256 inline, resumable per chunk).
-  /// Used when the size is known, the file has at least this many bytes and
-  /// no single-stream partial (<etag>.incomplete, e.g. from huggingface_hub)
-  /// is waiting to be resumed. The first range is sent alone: a server that
-  /// answers it with 200 (Range ignored) streams the whole file on that one
-  /// connection, so exactly the file's bytes are transferred (perf S9).
-  /// Files of at least this many bytes are split; 0 disables.
-  uint64_t range_threshold_bytes = 256ull << 20;
-  /// Byte range size (hf_transfer used 10 MiB; ≥ 1 MiB writes per performance.md).
+  /// 0: adaptive — the download scheduler starts with 2 connections, adds
+  /// connections while the total throughput grows (>= 10% per step) and
+  /// drops them when they bring nothing (no loss with fewer) or when the
+  /// server throttles (429/503: halved, never below 1). N > 0 pins the count
+  /// to min(N, max_workers).
+  int connections = 0;
+  /// Files of at least this many bytes (and more than one range_chunk_bytes)
+  /// are fetched as parallel byte ranges (RangedBlobWriter: pwrite into
+  /// blobs/<etag>.ranges.incomplete, sha256 inline, resumable per chunk),
+  /// when the size is known and no single-stream partial (<etag>.incomplete,
+  /// e.g. from huggingface_hub) is waiting to be resumed. The first range of a
+  /// file is sent alone: a server that answers it with 200 (Range ignored)
+  /// streams the whole file on that one connection, so exactly the file's
+  /// bytes are transferred (perf S9). Smaller files are one GET each, several
+  /// in parallel. 0 disables ranges.
+  uint64_t range_threshold_bytes = 16ull << 20;
+  /// Byte range size of one request (hf_transfer used 10 MiB; >= 1 MiB).
   uint64_t range_chunk_bytes = 16ull << 20;
-  /// Concurrent ranges for one file.
-  int max_ranges_per_file = 4;
+  /// Most ranges of one file in flight at once (the scheduler puts every
+  /// connection on the earliest unfinished file, up to this many).
+  int max_ranges_per_file = 8;
   /// Transport; null = MakeRetryingTransport(MakeCurlTransport(transport_options), retry).
   std::shared_ptr<HttpTransport> transport;
   TransportOptions transport_options;
   RetryPolicy retry;
-  /// Timeout for metadata requests (HEAD, revision, tree), seconds
-  /// (HF_HUB_ETAG_TIMEOUT is 10 s in huggingface_hub; we are more patient).
-  double metadata_timeout_s = 30;
+  /// Limit of one metadata request (HEAD, revision, tree page), seconds
+  /// (huggingface_hub HF_HUB_ETAG_TIMEOUT, default 10 s). A Hub that does not
+  /// answer within it counts as unreachable (cache fallback, see HubClient).
+  double etag_timeout_s = 10;
+  /// A download that receives no byte for this many seconds is stalled
+  /// (Code::kNetwork "Stalled", then resumed with Range up to
+  /// max_resume_attempts times); huggingface_hub HF_HUB_DOWNLOAD_TIMEOUT,
+  /// default 10 s.
+  double download_timeout_s = 10;
   /// Longest wait for another process's lock on a blob, seconds.
   double lock_timeout_s = 600;
+  /// How blob locks exclude other holders (flock, or leases where the file
+  /// system has no flock; see FileLockOptions in hubload/cache.h).
+  FileLockOptions lock;
   /// Mid-stream failures resumed with Range per file (counter reset when
   /// bytes arrive), as huggingface_hub http_get.
   int max_resume_attempts = 5;
@@ -119,12 +138,6 @@ struct FileBytes {
 };
 
 struct DownloadCallbacks {
-  /// Called from a worker thread whenever the contiguous prefix of a file
-  /// being downloaded grows (at most about every 1 MiB, and always once with
-  /// contiguous_bytes == size before the hash check and rename). Never called
-  /// for files that were already cached. Bytes are verified only when
-  /// on_file_done is called for the file.
-  std::function<void(const FileBytes&)> on_file_bytes;
   /// Called once per file, from a worker thread, the moment the file is
   /// complete and verified (or found already cached), in completion order.
   /// `local_path` is the snapshot pointer (or the local_dir file).
@@ -135,6 +148,21 @@ struct DownloadCallbacks {
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> on_progress;
   /// Per-file progress (path_in_repo, done, total; total 0 if unknown).
   std::function<void(const std::string& path_in_repo, uint64_t bytes_done, uint64_t bytes_total)> on_file_progress;
+  /// Called from a worker thread whenever the contiguous prefix of a file being downloaded grows (at most
+  /// about every 1 MiB, and always once with contiguous_bytes == size before the hash check and rename).
+  /// Never called for files that were already cached. Bytes are verified only when on_file_done is called.
+  ///
+  /// Details: calls for one file never overlap and, within one generation,
+  /// contiguous_bytes never decreases. A restart that cannot keep the bytes
+  /// (server ignored Range, hash mismatch, ranges unusable) never truncates or
+  /// rewrites the announced file: it is unlinked and the download continues in
+  /// a new file (new inode) announced with generation + 1, so a reader holding
+  /// the old descriptor or mapping never sees its bytes change (no SIGBUS). A
+  /// verified partial is renamed into blobs/ (or the local_dir file), so a
+  /// descriptor of the last generation reads the final blob. When the size is
+  /// not known in advance (a server without Content-Length) the file is
+  /// announced once, at the end. A slow callback slows that file's download.
+  std::function<void(const FileBytes&)> on_file_bytes;
   /// Polled between chunks; returning true cancels everything (Code::kCancelled).
   std::function<bool()> cancelled;
   /// Alternative to `cancelled`: a flag the caller sets (may be null).
@@ -150,7 +178,7 @@ struct SnapshotRequest {
   /// kept iff it matches some allow pattern (when any) and no ignore pattern.
   std::vector<std::string> allow_patterns;
   std::vector<std::string> ignore_patterns;
-  /// 0 = ClientOptions::max_workers.
+  /// Most connections at once; 0 = ClientOptions::max_workers.
   int max_workers = 0;
   /// When set: files go to <local_dir>/<path> (huggingface_hub local_dir
   /// mode) and the result is local_dir.
@@ -213,16 +241,25 @@ class HubClient {
   Result<RepoListing> ListFiles(const std::string& repo_id, const std::string& revision,
                                 RepoType repo_type = RepoType::kModel) const;
 
-  /// Downloads `paths` at `revision` concurrently (options().max_workers),
-  /// calling cb.on_file_done for each as soon as it is verified. The first
-  /// error cancels the others promptly and is returned (its context names the
-  /// file). A branch revision is resolved once, so all files come from one
-  /// commit. Paths already cached at that commit cost no request.
+  /// Downloads `paths` at `revision`, given in load order: the connections
+  /// (up to options().max_workers, adaptive, see ClientOptions::connections)
+  /// fetch byte ranges of the earliest unfinished file first — a large file
+  /// in parallel ranges, the next file's start when a connection is free — so
+  /// on a link shared by all connections the files complete in the given
+  /// order, each at the speed of the whole link. Small files (one chunk or
+  /// less) are one GET each, several in parallel. Each file is verified (size,
+  /// sha256 inline) before its rename into blobs/; cb.on_file_done is called
+  /// for each as soon as it is verified (completion order) and
+  /// cb.on_file_bytes as its bytes land. The first error cancels the others
+  /// promptly and is returned (its context names the file). A branch revision
+  /// is resolved once, so all files come from one commit. Paths already
+  /// cached at that commit cost no request.
   Status DownloadFiles(const std::string& repo_id, const std::string& revision, RepoType repo_type,
                        const std::vector<std::string>& paths, const DownloadCallbacks& cb) const;
 
   /// snapshot_download: resolve the commit, list the tree, filter, download
-  /// with req.max_workers workers; returns the snapshot folder (or local_dir).
+  /// (the scheduler of DownloadFiles, files in tree order, at most
+  /// req.max_workers connections); returns the snapshot folder (or local_dir).
   /// Offline: the cached snapshot when every selected file is present, else
   /// kOfflineMiss reason "IncompleteSnapshot" listing what is missing.
   Result<std::string> Snapshot(const SnapshotRequest& req) const;

@@ -29,9 +29,13 @@
 // never rewritten in place). The loader never writes the cache: blobs,
 // snapshot links and refs are the client's.
 //
-// Pickle weights (`*.bin`) are never unpickled here (no pickled code is ever
-// executed): they resolve, then fail with kUnsupported (reason
-// PickleUnsupported) naming the file, before anything is downloaded.
+// Pickle weights (`*.bin`, used only when no safetensors weights of the
+// requested variant exist, as diffusers/transformers with use_safetensors=None)
+// are read by the restricted reader (pickle.h: the torch.load(weights_only=True)
+// allow-list; no pickled code is ever executed) once each shard is verified
+// (a zip's directory is at its end), shard by shard like safetensors shards;
+// tensors sharing a storage stay shared. The device path refuses them
+// (kUnsupported, reason PickleUnsupported) before any download.
 //
 // Thread safety: every function may be called concurrently from several
 // threads with distinct requests and sinks (HubClient is thread-safe). The

@@ -60,4 +60,32 @@ inline constexpr std::string_view kMetadataConflict = "MetadataConflict";
 /// Internal: a Result was built from an OK Status.
 inline constexpr std::string_view kOkStatusAsError = "OkStatusAsError";
 
+// ---- pickle checkpoints (loader/pickle, include/hubload/pickle.h) ------------
+/// Neither a zip nor a legacy torch.save file (an LFS pointer, safetensors, ...).
+inline constexpr std::string_view kNotTorchCheckpoint = "NotTorchCheckpoint";
+/// A zip archive that cannot be read (bad directory, truncated, duplicate names).
+inline constexpr std::string_view kZipMalformed = "ZipMalformed";
+/// A valid zip hubload does not read: compressed or encrypted entries, big-endian data.
+inline constexpr std::string_view kZipUnsupported = "ZipUnsupported";
+/// A pickle that breaks the pickle rules (truncated, stack underflow, bad memo, wrong argument types).
+inline constexpr std::string_view kPickleMalformed = "PickleMalformed";
+/// An opcode outside the restricted subset (NEWOBJ, INST, EXT1, ...).
+inline constexpr std::string_view kPickleOpcode = "PickleOpcode";
+/// A GLOBAL outside the allow-list (os.system, builtins.eval, an unknown class).
+inline constexpr std::string_view kPickleUnsafeGlobal = "PickleUnsafeGlobal";
+/// A global torch.load(weights_only=True) allows but hubload does not load (quantized, sparse...).
+inline constexpr std::string_view kPickleUnsupportedGlobal = "PickleUnsupportedGlobal";
+/// A pickle::Limits bound exceeded (nesting, memo, objects, string length).
+inline constexpr std::string_view kPickleLimit = "PickleLimit";
+/// The pickle is not a flat dict of tensors.
+inline constexpr std::string_view kPickleNotStateDict = "PickleNotStateDict";
+/// A tensor uses a storage key that the archive / key list does not hold.
+inline constexpr std::string_view kPickleStorageMissing = "PickleStorageMissing";
+/// A storage's bytes in the file differ from numel x element size, or overlap another's.
+inline constexpr std::string_view kPickleStorageSize = "PickleStorageSize";
+/// A tensor's offset + size/stride extent reaches past its storage.
+inline constexpr std::string_view kPickleTensorOutOfRange = "PickleTensorOutOfRange";
+/// A tensor hubload does not load (dtype without a safetensors equivalent, tensor metadata).
+inline constexpr std::string_view kPickleUnsupportedTensor = "PickleUnsupportedTensor";
+
 }  // namespace hubload::reason

@@ -5,7 +5,9 @@
 // Thread safety: pure functions on values; call from any thread.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hubload/safetensors.h"
@@ -102,6 +104,35 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved,
 /// "model.safetensors" + "fp16" -> "model.fp16.safetensors";
 /// "model.safetensors.index.json" + "fp16" -> "model.safetensors.index.fp16.json".
 std::string AddVariant(const std::string& name, const std::string& variant);
+
+/// One weights file name of the Hugging Face conventions, parsed: the one
+/// grammar resolution, saving, stale-file cleanup and inspect all use.
+struct WeightsFileName {
+  enum class Kind { kSingle, kShard, kIndex } kind = Kind::kSingle;
+  /// Weights-name stem before the first '.': "model", "diffusion_pytorch_model",
+  /// "pytorch_model", or any other (e.g. "consolidated").
+  std::string stem;
+  /// "" when none.
+  std::string variant;
+  /// `.bin` (pickle) rather than `.safetensors`.
+  bool pickle = false;
+  /// Deprecated variant placement: `stem-NNNNN-of-NNNNN.V.ext` or `stem.ext.V.index.json`.
+  bool legacy_variant = false;
+  /// kShard: 1-based index and count (1 <= shard <= num_shards).
+  int shard = 0;
+  int num_shards = 0;
+};
+
+/// Parses a basename (no '/') of one of the forms (ext = safetensors | bin;
+/// stem and V have no '.', V no '-NNNNN-of-' part):
+///   stem.ext, stem.V.ext                               (kSingle)
+///   stem-NNNNN-of-MMMMM.ext, stem.V-NNNNN-of-MMMMM.ext (kShard; transformers/diffusers)
+///   stem-NNNNN-of-MMMMM.V.ext                          (kShard, legacy diffusers variant)
+///   stem.ext.index.json, stem.ext.index.V.json         (kIndex)
+///   stem.ext.V.index.json                              (kIndex, legacy diffusers variant)
+/// NNNNN and MMMMM are 5 digits with 1 <= NNNNN <= MMMMM ("00000-of-" is not a
+/// shard). nullopt for anything else. Pure.
+std::optional<WeightsFileName> ParseWeightsFileName(std::string_view basename);
 
 /// Every file path (relative, '/'-separated, sorted) under local folder `root`,
 /// following symlinks (a Hub cache snapshot is made of symlinks). Hidden folders

@@ -258,9 +258,10 @@ struct Index {
   std::map<std::string, std::vector<std::string>> tensors_by_shard;
 };
 
-/// True when `name` is a plain shard basename ending in ".safetensors": non-empty,
-/// no '/', '\\', NUL, no "..", not "." or "..", no drive prefix like "C:".
-bool IsValidShardName(std::string_view name);
+/// True when `name` is a plain shard basename ending in `suffix` (".safetensors";
+/// ".bin" for the shards of a `pytorch_model.bin.index.json`): longer than the
+/// suffix, no '/', '\\', NUL, no "..", not "." or "..", no drive prefix like "C:".
+bool IsValidShardName(std::string_view name, std::string_view suffix = ".safetensors");
 
 /// Parses an index. Errors (kInvalidFormat, reasons): InvalidIndexJson (not
 /// JSON, not an object, nesting deeper than 64, weight_map missing or not an
@@ -268,11 +269,13 @@ bool IsValidShardName(std::string_view name);
 /// or null), InvalidShardName (see IsValidShardName; message names the tensor),
 /// InvalidTotalSize (total_size not a non-negative integer; an integral float
 /// like 1.0e9 is accepted), DuplicateTensor (a weight_map key appears twice).
-Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label);
+/// Shard names must end in `shard_suffix` (".bin" for a pickle index).
+Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label,
+                         std::string_view shard_suffix = ".safetensors");
 
 /// Reads `path` and ParseIndex()es it (label = path). Errors: kNotFound,
 /// kIOError, and those of ParseIndex.
-Result<Index> ReadIndex(const std::string& path);
+Result<Index> ReadIndex(const std::string& path, std::string_view shard_suffix = ".safetensors");
 
 /// Checks that shard `shard_name` agrees with the index: every tensor the index
 /// puts in that shard is in `shard_header` (reason IndexTensorMissing), and every
@@ -282,5 +285,10 @@ Result<Index> ReadIndex(const std::string& path);
 /// (Recommended extra check 6 in loading-semantics.md B; no HF reader does it.)
 Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name,
                               const Header& shard_header);
+
+/// As CheckShardAgainstIndex for a shard whose tensor names are `names` (in
+/// file order), whatever its format (pickle::CheckShardAgainstIndex uses it).
+Status CheckShardNamesAgainstIndex(const Index& index, std::string_view shard_name,
+                                   std::span<const std::string_view> names);
 
 }  // namespace hubload::safetensors

@@ -81,6 +81,19 @@ struct HttpRequest {
   /// Whole-request limit in seconds, 0 = none (only the connect and stall
   /// timeouts of TransportOptions apply). Use for small API calls.
   double timeout_s = 0;
+  /// Stall limit of this request in seconds: a transfer that receives no byte
+  /// for this long fails with Code::kNetwork reason "Stalled" (huggingface_hub
+  /// HF_HUB_DOWNLOAD_TIMEOUT). 0 = TransportOptions::low_speed_time_s.
+  double stall_timeout_s = 0;
+  /// Retries of this request by MakeRetryingTransport: -1 = the policy's
+  /// max_retries, 0 = never retried (a metadata call the cache can answer
+  /// instead: huggingface_hub falls back at once). Other transports ignore it.
+  int max_retries = -1;
+  /// Called by MakeRetryingTransport on the sending thread just before it
+  /// sleeps to retry this request, with the HTTP status that caused the retry
+  /// (429, 503, ...) or 0 for a connection error. May be null. The download
+  /// scheduler uses it to see throttling.
+  std::function<void(int status)> on_retry;
 };
 
 struct HttpResponse {

@@ -405,11 +405,25 @@ class Driver {
         p.need = kNever;  // a zip's directory is at its end: the whole verified file is needed
         return Status::Ok();
       }
+      // The description only (the zip directory and data.pkl); nothing is executed.
+      HUBLOAD_ASSIGN_OR_RETURN(sd.checkpoint_, pickle::ReadCheckpointFd(fd, avail, shard.file));
+      if (plan_.sharded)
+        HUBLOAD_RETURN_IF_ERROR(pickle::CheckShardAgainstIndex(plan_.index, Basename(shard.file), sd.checkpoint_));
+      for (const auto& t : sd.checkpoint_.tensors) {
+        TensorRecord r;
+        r.name = t.name;
+        r.file = shard.file;
+        r.source_dtype = safetensors::DtypeName(t.dtype);
+        r.dtype = r.source_dtype;
+        for (uint64_t d : t.shape) r.shape.push_back(static_cast<int64_t>(d));
+        uint64_t n = 1;
+        for (uint64_t d : t.shape) n *= d;
+        r.bytes = n * pickle::ElementSize(t.dtype);
+        p.records.push_back(std::move(r));
+      }
       HUBLOAD_RETURN_IF_ERROR(sink_.OnShardStart(sd));
       HUBLOAD_RETURN_IF_ERROR(sink_.OnWholeShard(sd, &p.records));
-      for (auto& r : p.records)
-        if (r.file.empty()) r.file = shard.file;
-      FirstTensor();
+      if (!p.records.empty()) FirstTensor();
       return End(i);
     }
     if (!p.started) {

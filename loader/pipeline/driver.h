@@ -30,6 +30,7 @@
 
 #include "hubload/hub.h"
 #include "hubload/load.h"
+#include "hubload/pickle.h"
 #include "hubload/safetensors.h"
 #include "loader/pipeline/plan.h"
 
@@ -50,6 +51,8 @@ class ShardData {
   uint64_t size() const { return planned_->size; }
   /// The parsed header (safetensors shards, once OnShardStart is called).
   const safetensors::Header& header() const { return header_; }
+  /// The description (pickle shards, once OnShardStart is called).
+  const pickle::Checkpoint& checkpoint() const { return checkpoint_; }
 
   /// Blocks until bytes [0, end) are readable (kCancelled when the load stops).
   Status WaitFor(uint64_t end);
@@ -65,6 +68,7 @@ class ShardData {
 
   // ---- driver side ----
   safetensors::Header header_;
+  pickle::Checkpoint checkpoint_;
   std::shared_ptr<safetensors::MappedFile> mapping_;
   uint64_t mapping_generation_ = 0;
   int mapping_fd_ = -1;  // owned, the descriptor the mapping was made from
@@ -94,8 +98,9 @@ class ShardSink {
     return Status::Ok();
   }
   /// Whole-shard sinks, and every sink for pickle shards: `records` is
-  /// pre-filled for safetensors shards (header order) and empty for pickle
-  /// shards (the sink appends one record per tensor).
+  /// pre-filled (header order; for pickle shards the description's order,
+  /// after the driver checked it against the index). The default refuses
+  /// pickle shards (PickleUnsupported).
   virtual Status OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records);
   virtual Status OnShardEnd(ShardData& shard) { return Status::Ok(); }
   /// After every shard: `info` has the aliases and every record.

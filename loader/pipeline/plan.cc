@@ -22,24 +22,17 @@ std::string BaseName(const std::string& p) {
   return pos == std::string::npos ? p : p.substr(pos + 1);
 }
 
-// "name.safetensors.index.V.json" / legacy "name.safetensors.V.index.json" /
-// "name.safetensors.index.json" (and the .bin forms) -> weights name, variant.
+// An index file named directly: its weights name and variant from the grammar.
 void DescribeIndexName(const std::string& base, ResolvedWeights* r) {
-  for (const std::string ext : {".safetensors.", ".bin."}) {
-    auto pos = base.find(ext);
-    if (pos == std::string::npos) continue;
-    r->weights_name = base.substr(0, pos);
-    r->is_pickle = ext == ".bin.";
-    std::string rest = base.substr(pos + ext.size());  // index.json | index.V.json | V.index.json
-    if (rest.rfind("index.", 0) == 0 && EndsWith(rest, ".json") && rest.size() > 11) {
-      r->variant_used = rest.substr(6, rest.size() - 11);
-    } else if (EndsWith(rest, ".index.json") && rest.size() > 11) {
-      r->variant_used = rest.substr(0, rest.size() - 11);
-      r->legacy_variant_names = true;
-    }
+  auto w = ParseWeightsFileName(base);
+  if (!w || w->kind != WeightsFileName::Kind::kIndex) {
+    r->weights_name = base.substr(0, base.find('.'));
     return;
   }
-  r->weights_name = base;
+  r->weights_name = w->stem;
+  r->is_pickle = w->pickle;
+  r->variant_used = w->variant;
+  r->legacy_variant_names = w->legacy_variant;
 }
 
 /// Resolution over a listing whose index (when sharded) is read by `read_index`.
@@ -80,7 +73,9 @@ Result<FetchPlan> PlanLocal(const PretrainedRequest& req, bool allow_pickle, Pre
     HUBLOAD_ASSIGN_OR_RETURN(ResolvedWeights resolved, ResolveWeights(listing, ToResolveOptions(req)));
     if (resolved.is_pickle && !allow_pickle)
       return PickleUnsupported((root / resolved.weights_file).string(), path, "");
-    auto read = [&](const std::string& rel) { return safetensors::ReadIndex((root / rel).string()); };
+    auto read = [&](const std::string& rel) {
+      return safetensors::ReadIndex((root / rel).string(), resolved.is_pickle ? ".bin" : ".safetensors");
+    };
     HUBLOAD_ASSIGN_OR_RETURN(res, ResolveOver(listing, resolved, read));
   } else if (!fs::exists(path, ec)) {
     Status st(Code::kNotFound, "'" + path + "' does not exist", "NotFound");
@@ -105,7 +100,9 @@ Result<FetchPlan> PlanLocal(const PretrainedRequest& req, bool allow_pickle, Pre
     for (auto it = fs::directory_iterator(root.empty() ? fs::path(".") : root, ec);
          !ec && it != fs::directory_iterator(); it.increment(ec))
       listing.push_back(it->path().filename().string());
-    auto read = [&](const std::string&) { return safetensors::ReadIndex(path); };
+    auto read = [&](const std::string&) {
+      return safetensors::ReadIndex(path, resolved.is_pickle ? ".bin" : ".safetensors");
+    };
     HUBLOAD_ASSIGN_OR_RETURN(res, ResolveOver(listing, resolved, read));
   }
   info->root = root.string();
@@ -153,7 +150,7 @@ Result<FetchPlan> PlanHub(const HubClient& client, const PretrainedRequest& req,
     fr.revision = listing.commit;  // every file from the listed commit
     fr.repo_type = req.repo_type;
     HUBLOAD_ASSIGN_OR_RETURN(std::string local, client.Download(fr));
-    return safetensors::ReadIndex(local);
+    return safetensors::ReadIndex(local, resolved->is_pickle ? ".bin" : ".safetensors");
   };
   auto res = ResolveOver(paths, *resolved, read);
   if (!res.ok()) {
@@ -237,25 +234,18 @@ Status PickleUnsupported(const std::string& file, const std::string& repo_id, co
 
 std::vector<std::string> UnnamedShards(const ResolvedWeights& resolved, const std::vector<std::string>& listing,
                                        const std::vector<std::string>& named) {
-  const std::string ext = resolved.is_pickle ? ".bin" : ".safetensors";
   const std::string prefix = resolved.subfolder.empty() ? "" : resolved.subfolder + "/";
-  std::string family = AddVariant(resolved.weights_name + ext, resolved.variant_used);
-  family = family.substr(0, family.size() - ext.size());
   const std::set<std::string> known(named.begin(), named.end());
-  auto digits = [](const std::string& x) {
-    return x.size() == 5 && std::all_of(x.begin(), x.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
   std::vector<std::string> out;
   for (const auto& f : listing) {
     if (f.compare(0, prefix.size(), prefix) != 0 || known.count(f) || known.count(BaseName(f))) continue;
-    std::string base = f.substr(prefix.size());
-    // family-NNNNN-of-NNNNN.ext, in this folder only
-    if (base.find('/') != std::string::npos || base.size() != family.size() + 15 + ext.size() ||
-        base.compare(0, family.size() + 1, family + "-") != 0 || !EndsWith(base, ext))
-      continue;
-    std::string mid = base.substr(family.size() + 1, 14);  // NNNNN-of-NNNNN
-    if (!digits(mid.substr(0, 5)) || mid.substr(5, 4) != "-of-" || !digits(mid.substr(9, 5))) continue;
-    out.push_back(f);
+    const std::string base = f.substr(prefix.size());
+    if (base.find('/') != std::string::npos) continue;  // this folder only
+    // A shard of the same family: same stem, variant and format, in the current naming.
+    auto w = ParseWeightsFileName(base);
+    if (w && w->kind == WeightsFileName::Kind::kShard && !w->legacy_variant && w->stem == resolved.weights_name &&
+        w->variant == resolved.variant_used && w->pickle == resolved.is_pickle)
+      out.push_back(f);
   }
   return out;
 }
@@ -279,7 +269,12 @@ Result<FetchPlan> MakeFetchPlan(const HubClient* client, const PretrainedRequest
 Status ReadShardHeaders(const HubClient* client, const PretrainedRequest& req, const PretrainedInfo& info,
                         FetchPlan* plan) {
   for (PlannedShard& s : plan->shards) {
-    if (s.format != ShardFormat::kSafetensors) continue;
+    if (s.format == ShardFormat::kPickle) {
+      if (plan->local) {
+        HUBLOAD_ASSIGN_OR_RETURN(s.description, pickle::ReadCheckpointFile(s.local_path));
+      }
+      continue;
+    }
     if (plan->local) {
       HUBLOAD_ASSIGN_OR_RETURN(s.header, safetensors::ReadMetadata(s.local_path));
     } else {

@@ -16,6 +16,7 @@
 
 #include "hubload/hub.h"
 #include "hubload/load.h"
+#include "hubload/pickle.h"
 #include "hubload/resolve.h"
 #include "hubload/safetensors.h"
 
@@ -31,6 +32,9 @@ struct PlannedShard {
   ShardFormat format = ShardFormat::kSafetensors;
   /// Filled by ReadShardHeaders (device placement plans from it).
   std::optional<safetensors::Header> header;
+  /// Pickle shards of a local checkpoint: their description, filled by
+  /// ReadShardHeaders (a Hub pickle shard is only described once downloaded).
+  std::optional<pickle::Checkpoint> description;
 };
 
 struct FetchPlan {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "hubload/torch_loader.h"
+#include "hubload/torch_pickle.h"
 #include "loader/pipeline/driver.h"
 
 namespace hubload::pipeline_internal {
@@ -60,6 +61,23 @@ class TorchSink : public ShardSink {
     HUBLOAD_RETURN_IF_ERROR(Describe(*t, req_.digests, rec));
     if (!on_tensor_) return Status::Ok();
     return on_tensor_(shard.index(), info.name, std::move(*t));
+  }
+  /// Pickle shards (verified, whole): views over the mapping that share storages.
+  Status OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records) override {
+    HUBLOAD_ASSIGN_OR_RETURN(auto mapping, shard.Mapping());
+    HUBLOAD_ASSIGN_OR_RETURN(pickle::PickleFile file, pickle::PickleFile::FromMapping(mapping));
+    size_t k = 0;
+    return ForEachPickleTensor(file, req_.load, [&](const std::string& name, at::Tensor t) -> Status {
+      TensorRecord* rec = k < records->size() && (*records)[k].name == name ? &(*records)[k] : nullptr;
+      ++k;
+      if (filter_ && !filter_(name)) {
+        if (rec) rec->device.clear();
+        return Status::Ok();
+      }
+      TensorRecord scratch;
+      HUBLOAD_RETURN_IF_ERROR(Describe(t, req_.digests, rec ? rec : &scratch));
+      return on_tensor_ ? on_tensor_(shard.index(), name, std::move(t)) : Status::Ok();
+    });
   }
   Status OnShardEnd(ShardData& shard) override {
     file_.reset();  // the shard's mapping is released unless zero-copy tensors hold it

@@ -32,6 +32,7 @@ Status CheckCpu(const PretrainedRequest& req) {
 
 LoadHooks HooksFor(const PretrainedCallbacks& cb) {
   LoadHooks h;
+  h.allow_pickle = true;
   h.callbacks.on_file_downloaded = cb.on_file_downloaded;
   h.callbacks.on_progress = cb.on_progress;
   return h;
@@ -74,7 +75,9 @@ Result<PretrainedStateDict> StateDictOf(const HubClient* client, const Pretraine
         return Status::Ok();
       },
       nullptr);
-  HUBLOAD_ASSIGN_OR_RETURN(PretrainedInfo info, RunLoad(client, req, sink, LoadHooks{}));
+  LoadHooks hooks;
+  hooks.allow_pickle = true;  // the restricted reader (pickle.h): no pickled code is ever executed
+  HUBLOAD_ASSIGN_OR_RETURN(PretrainedInfo info, RunLoad(client, req, sink, hooks));
   PretrainedStateDict out;
   out.tensors = Assemble(by_shard, info);
   out.info = std::move(info);
@@ -99,14 +102,19 @@ Result<PretrainedModuleLoad> ModuleOf(const HubClient* client, const PretrainedR
         return loader.AddTensors(std::move(batch), shard.file());  // placed, then released by the loader
       });
   LoadHooks hooks;
+  hooks.allow_pickle = true;
   if (expect_up_front) {
     // Every header first: strict and shape errors before anything is loaded.
     hooks.read_headers = true;
     hooks.before_run = [&](pipeline_internal::FetchPlan& plan, PretrainedInfo* info, bool*) -> Status {
       std::vector<ModuleLoader::ExpectedKey> keys;
       for (const auto& s : plan.shards) {
-        if (!s.header) continue;
-        for (const auto& t : s.header->tensors) keys.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), s.file});
+        if (s.header)
+          for (const auto& t : s.header->tensors)
+            keys.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), s.file});
+        if (s.description)
+          for (const auto& t : s.description->tensors)
+            keys.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), s.file});
       }
       return loader.Expect(keys, info->resolved.weights_file);
     };

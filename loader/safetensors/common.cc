@@ -1,4 +1,4 @@
-// Dtype table, UTF-8 validation and error helpers for the safetensors core.
+// Dtype table and error helpers for the safetensors core.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -61,38 +61,6 @@ uint64_t TensorInfo::num_elements() const {
 uint64_t TensorInfo::nbytes() const { return end >= begin ? end - begin : 0; }
 
 namespace internal {
-
-size_t FindInvalidUtf8(const uint8_t* p, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    uint8_t c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    uint32_t min;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07, min = 0x10000;
-    } else {
-      return i;  // continuation byte or 0xF8..0xFF as a lead
-    }
-    if (n - i < len) return i;
-    for (size_t k = 1; k < len; ++k) {
-      uint8_t cc = p[i + k];
-      if ((cc & 0xC0) != 0x80) return i;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-    i += len;
-  }
-  return std::string_view::npos;
-}
 
 bool JsonDepthWithin(std::string_view text, int max_depth, size_t* top_level_keys) {
   int depth = 0;

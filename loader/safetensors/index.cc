@@ -1,5 +1,6 @@
 // Sharded checkpoint index files (`*.safetensors.index.json`,
 // loading-semantics.md B and A.6).
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <fstream>
@@ -16,13 +17,9 @@ using internal::FormatError;
 using internal::Quote;
 using json = nlohmann::json;
 
-namespace {
-constexpr std::string_view kSuffix = ".safetensors";
-}
-
-bool IsValidShardName(std::string_view name) {
-  if (name.size() <= kSuffix.size()) return false;
-  if (name.substr(name.size() - kSuffix.size()) != kSuffix) return false;
+bool IsValidShardName(std::string_view name, std::string_view suffix) {
+  if (name.size() <= suffix.size()) return false;
+  if (name.substr(name.size() - suffix.size()) != suffix) return false;
   for (char c : name) {
     if (c == '/' || c == '\\' || c == '\0') return false;
   }
@@ -31,7 +28,7 @@ bool IsValidShardName(std::string_view name) {
   return true;
 }
 
-Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label) {
+Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label, std::string_view shard_suffix) {
   if (!internal::IsValidUtf8(json_text)) {
     return FormatError("InvalidIndexJson", file_label, {}, "index is not valid UTF-8");
   }
@@ -68,10 +65,10 @@ Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label
                              ", not a shard file name");
     }
     const std::string& shard = it.value().get_ref<const std::string&>();
-    if (!IsValidShardName(shard)) {
+    if (!IsValidShardName(shard, shard_suffix)) {
       return FormatError("InvalidShardName", file_label, it.key(),
-                         "shard name " + Quote(shard) +
-                             " is not a plain file name ending in .safetensors (no '/', '\\', '..', drive)");
+                         "shard name " + Quote(shard) + " is not a plain file name ending in " +
+                             std::string(shard_suffix) + " (no '/', '\\', '..', drive)");
     }
     idx.weight_map.emplace(it.key(), shard);
     idx.tensors_by_shard[shard].push_back(it.key());  // weight_map iterates in sorted order
@@ -104,7 +101,7 @@ Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label
   return idx;
 }
 
-Result<Index> ReadIndex(const std::string& path) {
+Result<Index> ReadIndex(const std::string& path, std::string_view shard_suffix) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int e = errno;
@@ -114,10 +111,11 @@ Result<Index> ReadIndex(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) return internal::ErrnoStatus(EIO, "read", path);
   std::string text = ss.str();
-  return ParseIndex(text, path);
+  return ParseIndex(text, path, shard_suffix);
 }
 
-Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name, const Header& shard_header) {
+Status CheckShardNamesAgainstIndex(const Index& index, std::string_view shard_name,
+                                   std::span<const std::string_view> names) {
   std::string label(shard_name);
   auto it = index.tensors_by_shard.find(label);
   if (it == index.tensors_by_shard.end()) {
@@ -125,22 +123,31 @@ Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name, c
     ctx.file = label;
     return Status(Code::kInvalidArgument, label + ": the index names no tensor in this shard", {}, std::move(ctx));
   }
+  std::vector<std::string_view> sorted(names.begin(), names.end());
+  std::sort(sorted.begin(), sorted.end());
   for (const auto& name : it->second) {
-    if (!shard_header.Find(name)) {
+    if (!std::binary_search(sorted.begin(), sorted.end(), std::string_view(name))) {
       return FormatError("IndexTensorMissing", label, name, "the index puts this tensor in this shard but it is absent");
     }
   }
-  for (const auto& t : shard_header.tensors) {
-    auto w = index.weight_map.find(t.name);
+  for (std::string_view name : names) {
+    auto w = index.weight_map.find(std::string(name));
     if (w == index.weight_map.end()) {
-      return FormatError("IndexTensorUnlisted", label, t.name, "the shard holds a tensor the index does not list");
+      return FormatError("IndexTensorUnlisted", label, name, "the shard holds a tensor the index does not list");
     }
     if (w->second != label) {
-      return FormatError("IndexTensorInOtherShard", label, t.name,
+      return FormatError("IndexTensorInOtherShard", label, name,
                          "the shard holds this tensor but the index puts it in " + Quote(w->second));
     }
   }
   return Status::Ok();
+}
+
+Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name, const Header& shard_header) {
+  std::vector<std::string_view> names;
+  names.reserve(shard_header.tensors.size());
+  for (const auto& t : shard_header.tensors) names.push_back(t.name);
+  return CheckShardNamesAgainstIndex(index, shard_name, names);
 }
 
 }  // namespace hubload::safetensors

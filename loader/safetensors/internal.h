@@ -12,18 +12,16 @@
 #include <vector>
 
 #include "hubload/status.h"
+#include "util/utf8.h"
 
 namespace hubload::safetensors::internal {
 
 /// `s` with every ECMAScript regex metacharacter escaped (for std::regex patterns built from names).
 std::string RegexEscape(const std::string& s);
 
-/// Offset of the first byte that breaks UTF-8 (RFC 3629: no overlongs, no
-/// surrogates U+D800..DFFF, nothing above U+10FFFF), or npos when valid.
-size_t FindInvalidUtf8(const uint8_t* p, size_t n);
-inline bool IsValidUtf8(std::string_view s) {
-  return FindInvalidUtf8(reinterpret_cast<const uint8_t*>(s.data()), s.size()) == std::string_view::npos;
-}
+/// UTF-8 validation (RFC 3629), one copy in util/utf8.h.
+using util::FindInvalidUtf8;
+using util::IsValidUtf8;
 
 /// Maximum bracket nesting accepted before handing text to nlohmann::json
 /// (its DOM and destructor recurse; a fuzzer finds `[[[[...` stack overflows).

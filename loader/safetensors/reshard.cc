@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 
 #include "hubload/dtype_policy.h"
 #include "hubload/reasons.h"
+#include "hubload/resolve.h"
 #include "hubload/split.h"
 #include "loader/safetensors/internal.h"
 #include "util/file_io.h"
@@ -46,16 +46,21 @@ Status WriteShardIndex(const std::string& path, uint64_t total_size, const nlohm
 
 std::vector<std::string> RemoveStaleShardFiles(const std::string& dir, const std::string& weights_name,
                                                const std::string& variant, const std::set<std::string>& keep) {
-  const std::string single = AddVariant(weights_name + ".safetensors", variant);
+  // Exactly `{stem}[.V].safetensors`, `{stem}[.V]-NNNNN-of-NNNNN.safetensors` and the index name
+  // (the current naming; other variants and legacy names are never touched).
   const std::string index_name = IndexFilename(weights_name, variant);
-  const std::regex stale("^(" + RegexEscape(single) + "|" + RegexEscape(single.substr(0, single.size() - 12)) +
-                         R"(-\d{5}-of-\d{5}\.safetensors|)" + RegexEscape(index_name) + ")$");
+  auto stale = [&](const std::string& fname) {
+    if (fname == index_name) return true;
+    auto w = ParseWeightsFileName(fname);
+    return w && !w->pickle && !w->legacy_variant && w->kind != WeightsFileName::Kind::kIndex &&
+           w->stem == weights_name && w->variant == variant;
+  };
   std::vector<std::string> to_remove;
   std::error_code ec;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::string fname = it->path().filename().string();
     std::error_code ec2;
-    if (!it->is_regular_file(ec2) || keep.count(fname) || !std::regex_match(fname, stale)) continue;
+    if (!it->is_regular_file(ec2) || keep.count(fname) || !stale(fname)) continue;
     to_remove.push_back(fname);
   }
   std::sort(to_remove.begin(), to_remove.end());

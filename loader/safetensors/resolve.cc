@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <regex>
 #include <set>
 #include <system_error>
 #include <unordered_set>
@@ -13,7 +12,6 @@
 
 namespace hubload {
 namespace {
-using safetensors::internal::RegexEscape;
 
 std::string NormaliseSubfolder(std::string s) {
   while (!s.empty() && s.front() == '/') s.erase(s.begin());
@@ -97,31 +95,17 @@ std::vector<Candidate> AllCandidates(const ResolveOptions& o, const std::string&
 
 // Variants present in `folder` for the known weights names ("(none)" for non-variant weights).
 std::vector<std::string> VariantsPresent(const std::vector<std::string>& files, const std::string& folder) {
-  static const std::regex kNames(
-      R"(^(diffusion_pytorch_model|model|pytorch_model)(?:\.([^./]+?))?(?:-\d{5}-of-\d{5})?(?:\.([^./]+))?\.(safetensors|bin)$)");
-  static const std::regex kIndex(
-      R"(^(diffusion_pytorch_model|model|pytorch_model)\.(safetensors|bin)(?:\.([^./]+))?\.index(?:\.([^./]+))?\.json$)");
+  static const std::set<std::string> kStems = {"diffusion_pytorch_model", "model", "pytorch_model"};
   std::set<std::string> variants;
   bool none = false;
   std::string prefix = folder.empty() ? "" : folder + "/";
   for (const auto& f : files) {
     if (f.compare(0, prefix.size(), prefix) != 0) continue;
     std::string base = f.substr(prefix.size());
-    if (base.find('/') != std::string::npos) continue;
-    std::smatch m;
-    if (std::regex_match(base, m, kNames)) {
-      std::string a = m[2].matched ? m[2].str() : "";
-      std::string b = m[3].matched ? m[3].str() : "";
-      if (a.empty() && b.empty()) none = true;
-      if (!a.empty()) variants.insert(a);
-      if (!b.empty()) variants.insert(b);
-    } else if (std::regex_match(base, m, kIndex)) {
-      std::string a = m[3].matched ? m[3].str() : "";
-      std::string b = m[4].matched ? m[4].str() : "";
-      if (a.empty() && b.empty()) none = true;
-      if (!a.empty()) variants.insert(a);
-      if (!b.empty()) variants.insert(b);
-    }
+    auto w = ParseWeightsFileName(base);
+    if (!w || !kStems.count(w->stem)) continue;
+    if (w->variant.empty()) none = true;
+    else variants.insert(w->variant);
   }
   std::vector<std::string> out(variants.begin(), variants.end());
   if (none) out.insert(out.begin(), "(none)");
@@ -213,17 +197,6 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved, con
     return st;
   }
   const std::string& v = resolved.variant_used;
-  const std::string stem = RegexEscape(resolved.weights_name);
-  const std::string eext = RegexEscape(ext);
-  // Variant shards of this weights name (new `stem.X-NNNNN-of-NNNNN.ext`, legacy
-  // `stem-NNNNN-of-NNNNN.X.ext`, single `stem.X.ext`).
-  const std::regex any_variant("^" + stem + R"((\.[^.]+-\d{5}-of-\d{5}|-\d{5}-of-\d{5}\.[^.]+|\.[^.]+))" + eext + "$");
-  std::regex with_variant;
-  if (!v.empty()) {
-    std::string ev = RegexEscape(v);
-    with_variant = std::regex(R"(^.*(\.)" + ev + R"(-\d{5}-of-\d{5}|-\d{5}-of-\d{5}\.)" + ev + "|\\." + ev + ")" +
-                              eext + "$");
-  }
   std::unordered_set<std::string> present(repo_files.begin(), repo_files.end());
   std::vector<std::string> out, missing;
   for (const auto& s : shards) {
@@ -239,7 +212,11 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved, con
       st.mutable_context().file = resolved.weights_file;
       return st;
     }
-    bool mixing = v.empty() ? std::regex_match(s, any_variant) : !std::regex_match(s, with_variant);
+    // With a variant every shard carries it; without one, no shard is a variant
+    // shard of this weights name (other names, e.g. consolidated-*, are free).
+    const auto w = ParseWeightsFileName(s);
+    bool mixing = v.empty() ? (w && w->stem == resolved.weights_name && !w->variant.empty())
+                            : !(w && w->variant == v);
     if (mixing) {
       Status st(Code::kInvalidFormat,
                 "index '" + resolved.weights_file + "' names shard '" + s + "', which " +

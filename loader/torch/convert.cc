@@ -342,8 +342,8 @@ Status ConvertChunked(const Source& src, Dtype from, Dtype to, uint64_t n, uint8
     const uint64_t m = std::min(per_chunk, count - begin);
     const uint8_t* in = nullptr;
     uint8_t* out = dst + begin * out_size;
-    if (src.mapped) {
-      in = src.mapped + begin * in_size;
+    if (src.bytes) {
+      in = src.bytes + begin * in_size;
     } else if (copy) {  // straight into the output
       Status st = PreadAll(src.fd, out, m, src.offset + begin, file, tensor, begin);
       if (!st.ok()) fail(std::move(st));
@@ -366,7 +366,7 @@ Status ConvertChunked(const Source& src, Dtype from, Dtype to, uint64_t n, uint8
       bad_element = std::min<uint64_t>(bad_element, begin + bad);
       failed.store(true, std::memory_order_relaxed);
     }
-    if (src.mapped) ReleaseMapped(in, m * in_size);
+    if (src.bytes && src.release_pages) ReleaseMapped(in, m * in_size);
   };
   util::WorkerPool::Shared().ParallelFor(static_cast<size_t>(chunks), chunks < 2 ? 1 : 0, run);
   if (!first_error.ok()) return first_error;

@@ -64,13 +64,16 @@ bool ConvertElements(safetensors::Dtype from, safetensors::Dtype to, const uint8
 
 /// Where the source elements of ConvertChunked are.
 struct Source {
-  /// The elements inside a read-only MAP_SHARED file mapping: the pages of a
-  /// converted chunk are released (MADV_DONTNEED) once converted, so
-  /// the source does not stay resident (the file's pages stay in the page
-  /// cache; later reads of the mapping fault them in again).
-  const uint8_t* mapped = nullptr;
-  /// Otherwise, the elements are read with pread(fd, offset + ...) into a
-  /// reused per-thread buffer (or straight into dst when from == to).
+  /// The elements in memory (any alignment).
+  const uint8_t* bytes = nullptr;
+  /// `bytes` lie in a read-only MAP_SHARED file mapping: the pages of a
+  /// converted chunk are then released (MADV_DONTNEED) once converted, so the
+  /// source does not stay resident (the file's pages stay in the page cache;
+  /// later reads of the mapping fault them in again). Never for heap or
+  /// anonymous memory, whose released pages would read back as zeros.
+  bool release_pages = false;
+  /// Without `bytes`: the elements are read with pread(fd, offset + ...) into
+  /// a reused per-thread buffer (or straight into dst when from == to).
   int fd = -1;
   uint64_t offset = 0;
 };

@@ -120,12 +120,16 @@ Result<at::ScalarType> LoadedDtype(Dtype d, const std::string& name, const LoadO
   return *type;
 }
 
-Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info,
-                              const LoadOptions& options) {
+namespace internal {
+
+std::optional<at::ScalarType> NativeScalarType(Dtype d) { return NativeType(d); }
+
+Result<at::Tensor> TensorFromBytes(const safetensors::TensorInfo& info, std::span<const uint8_t> bytes,
+                                   std::shared_ptr<const void> keepalive, const LoadOptions& options,
+                                   const std::string& label, bool in_file_mapping) {
   HUBLOAD_ASSIGN_OR_RETURN(Plan p, PlanTensor(info, options));
-  auto bytes = file.data(info);
   if (bytes.size() != info.nbytes() || convert::BytesOf(info.dtype, p.n) != info.nbytes()) {
-    Status st(Code::kInvalidFormat, "tensor '" + info.name + "' lies outside '" + FileLabel(file) + "'",
+    Status st(Code::kInvalidFormat, "tensor '" + info.name + "' lies outside '" + label + "'",
               std::string(reason::kTensorOutOfRange));
     st.mutable_context().tensor = info.name;
     return st;
@@ -133,17 +137,33 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
   const bool aligned = reinterpret_cast<uintptr_t>(bytes.data()) % at::elementSize(p.type) == 0;
   if (p.to == info.dtype && p.n > 0 && aligned && !options.force_copy) {
     try {
-      std::shared_ptr<safetensors::MappedFile> keep = file.mapping();
+      std::shared_ptr<const void> keep = std::move(keepalive);
       return at::from_blob(
           const_cast<uint8_t*>(bytes.data()), p.sizes, [keep](void*) mutable { keep.reset(); },
           at::TensorOptions().device(at::kCPU).dtype(p.type));
     } catch (const std::exception& e) {
-      return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + FileLabel(file) + "'");
+      return FromTorchError(e, "tensor '" + info.name + "' of '" + label + "'");
     }
   }
   convert::Source src;
-  src.mapped = bytes.data();
-  return Converted(p, info, src, FileLabel(file));
+  src.bytes = bytes.data();
+  src.release_pages = in_file_mapping;
+  return Converted(p, info, src, label);
+}
+
+}  // namespace internal
+
+Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info,
+                              const LoadOptions& options) {
+  auto bytes = file.data(info);
+  if (bytes.size() != info.nbytes()) {
+    Status st(Code::kInvalidFormat, "tensor '" + info.name + "' lies outside '" + FileLabel(file) + "'",
+              std::string(reason::kTensorOutOfRange));
+    st.mutable_context().tensor = info.name;
+    return st;
+  }
+  // The bytes are in the file's read-only MAP_SHARED mapping: converted pages may be released.
+  return internal::TensorFromBytes(info, bytes, file.mapping(), options, FileLabel(file), /*in_file_mapping=*/true);
 }
 
 Result<at::Tensor> LoadTensorFromFd(int fd, uint64_t offset, const safetensors::TensorInfo& info,

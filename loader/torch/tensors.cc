@@ -11,8 +11,8 @@
 
 #include "hubload/reasons.h"
 #include "hubload/split.h"
-#include "loader/safetensors/internal.h"
 #include "hubload/torch_loader.h"
+#include "loader/safetensors/internal.h"
 #include "loader/torch/internal.h"
 #include "util/digest.h"
 

@@ -593,11 +593,13 @@ TEST_F(DistributedJob, LoadSharesTheDriversChecksAndReport) {
             {"weight_map",
              {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00002-of-00002.safetensors"}}}}
            .dump()}};
+  // The index puts layer.weight in shard 1, which lacks it; shard 2 agrees with the index.
   auto bad = good;
+  bad["model-00002-of-00002.safetensors"] = Safetensors({{"z", "F32", {2}, Pseudo(8, 43)}});
   bad["model.safetensors.index.json"] =
       json{{"weight_map",
             {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00001-of-00002.safetensors"},
-             {"x", "model-00002-of-00002.safetensors"}}}}
+             {"z", "model-00002-of-00002.safetensors"}}}}
           .dump();
   const std::string store = (tmp_.path() / "store").string();
   ASSERT_TRUE(hubload::server::CreateRepoFromFiles(store, "org/drift", good).ok());

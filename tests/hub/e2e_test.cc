@@ -67,6 +67,7 @@ hubload::ClientOptions Opts(const TestHub& hub, const std::string& cache) {
   o.retry.jitter_fraction = 0;
   o.retry.max_total_s = 10;
   o.transport_options.low_speed_time_s = 5;
+  o.download_timeout_s = 5;
   o.lock_timeout_s = 60;
   return o;
 }
@@ -565,7 +566,7 @@ TEST(HubDownload, MetadataTimeoutIsApplied) {
   hub->faults().SetLatencyMs(3000);
   TempDir cache;
   auto o = Opts(*hub, cache.str());
-  o.metadata_timeout_s = 1;
+  o.etag_timeout_s = 1;
   o.retry.max_retries = 0;
   auto p = hubload::HubClient(o).Download(Req("org/m", "a.txt"));
   EXPECT_EQ(p.status().code(), Code::kNetwork);

@@ -67,6 +67,7 @@ hubload::ClientOptions Opts(const TestHub& hub, const std::string& cache) {
   o.retry.jitter_fraction = 0;
   o.retry.max_total_s = 10;
   o.transport_options.low_speed_time_s = 5;
+  o.download_timeout_s = 5;
   o.lock_timeout_s = 60;
   return o;
 }
@@ -319,6 +320,7 @@ TEST(HubFailures, B19_StalledTransferIsAbortedAndResumedWithRange) {
   TempDir cache;
   auto o = Opts(*hub, cache.str());
   o.transport_options.low_speed_time_s = 2;
+  o.download_timeout_s = 2;  // HF_HUB_DOWNLOAD_TIMEOUT: the stall limit of download GETs
   auto t0 = std::chrono::steady_clock::now();
   auto p = hubload::HubClient(o).Download(Req("org/m", "model.safetensors"));
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -350,6 +352,7 @@ TEST(HubFailures, B19_StallEndsWhenTheServerStops) {
   TempDir cache;
   auto o = Opts(*hub, cache.str());
   o.transport_options.low_speed_time_s = 1;
+  o.download_timeout_s = 1;
   o.max_resume_attempts = 1;
   o.retry.max_retries = 0;
   std::thread client([&] { (void)hubload::HubClient(o).Download(Req("org/m", "w.bin")); });

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "access_log.h"
 #include "hubload/hub.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
@@ -20,56 +21,19 @@ namespace fs = std::filesystem;
 using hubload::Code;
 using hubload::testing::TempDir;
 using hubload::testing::TestHub;
+using hubload::testing::Bytes;
+using hubload::testing::Gets;
+using hubload::testing::ParseRange;
+using hubload::testing::SumBytes;
 
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-std::string Bytes(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = 0x12345678u ^ seed;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s[i] = static_cast<char>(x >> 7);
-  }
-  return s;
-}
 std::string Sha(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
 std::string ReadAll(const fs::path& p) {
   auto b = hubload::testing::ReadFileBytes(p);
   return std::string(b.begin(), b.end());
-}
-
-struct LogLine {
-  std::string method, path, range;
-  int status = 0;
-  uint64_t bytes = 0;
-};
-
-// Access-log lines whose path contains `needle` (GETs only).
-std::vector<LogLine> Gets(const std::string& log, const std::string& needle) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // lines land after the last byte
-  std::vector<LogLine> out;
-  std::ifstream in(log);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) continue;
-    LogLine l;
-    l.method = j.value("method", "");
-    l.path = j.value("path", "");
-    l.status = j.value("status", 0);
-    l.range = j.contains("range") && j["range"].is_string() ? j["range"].get<std::string>() : "";
-    l.bytes = j.value("bytes", uint64_t{0});
-    if (l.method == "GET" && l.path.find(needle) != std::string::npos) out.push_back(l);
-  }
-  return out;
-}
-uint64_t SumBytes(const std::vector<LogLine>& v) {
-  uint64_t n = 0;
-  for (auto& l : v) n += l.bytes;
-  return n;
 }
 
 struct Fixture {
@@ -114,14 +78,6 @@ hubload::FileRequest Req(const std::string& file, const std::string& rev = "main
   r.filename = file;
   r.revision = rev;
   return r;
-}
-
-// "bytes=a-b" → (a, b); (-1,-1) when absent/malformed.
-std::pair<int64_t, int64_t> ParseRange(const std::string& r) {
-  if (r.rfind("bytes=", 0) != 0) return {-1, -1};
-  auto dash = r.find('-');
-  if (dash == std::string::npos || dash + 1 >= r.size()) return {std::stoll(r.substr(6, dash - 6)), -1};
-  return {std::stoll(r.substr(6, dash - 6)), std::stoll(r.substr(dash + 1))};
 }
 
 }  // namespace

@@ -136,6 +136,37 @@ TEST(RetryPolicy, NoRetryOnceBodyBytesReachedTheSink) {
   EXPECT_EQ(fake->calls, 1);
 }
 
+TEST(RetryPolicy, PerRequestLimitAndRetryObserver) {
+  // max_retries = 0 on the request: a refused connection is answered at once
+  // (a metadata call the cache can answer instead).
+  auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>{{0}, {200}});
+  std::vector<double> sleeps;
+  hubload::HttpRequest once;
+  once.max_retries = 0;
+  auto r = hubload::MakeRetryingTransport(fake, Policy(&sleeps))->Send(once, nullptr);
+  EXPECT_EQ(r.status().code(), hubload::Code::kNetwork);
+  EXPECT_EQ(fake->calls, 1);
+  EXPECT_TRUE(sleeps.empty());
+  // on_retry sees the status of each answer that is retried (0 = connection error).
+  auto fake2 = std::make_shared<FakeTransport>(std::deque<Scripted>{{429, "0"}, {0}, {503}, {200}});
+  std::vector<int> seen;
+  hubload::HttpRequest req;
+  req.on_retry = [&](int status) { seen.push_back(status); };
+  auto r2 = hubload::MakeRetryingTransport(fake2, Policy(&sleeps))->Send(req, nullptr);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->status, 200);
+  EXPECT_EQ(seen, (std::vector<int>{429, 0, 503}));
+  // A per-request limit above the policy's is capped by the policy.
+  auto fake3 = std::make_shared<FakeTransport>(std::deque<Scripted>(10, Scripted{503}));
+  auto p = Policy(&sleeps);
+  p.max_retries = 2;
+  hubload::HttpRequest many;
+  many.max_retries = 9;
+  auto r3 = hubload::MakeRetryingTransport(fake3, p)->Send(many, nullptr);
+  ASSERT_TRUE(r3.ok());
+  EXPECT_EQ(fake3->calls, 3);
+}
+
 TEST(RetryPolicy, JitterStaysWithinFraction) {
   auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>{{500}, {500}, {200}});
   std::vector<double> sleeps;

@@ -257,3 +257,61 @@ TEST(ResolveWeights, RealMochiLayout) {
 
 }  // namespace
 }  // namespace hubload
+
+namespace hubload {
+namespace {
+
+// The one weights file-name grammar, case by case (names as transformers,
+// diffusers and huggingface_hub write them; expected fields by hand).
+TEST(WeightsFileName, EveryForm) {
+  using K = WeightsFileName::Kind;
+  struct Case {
+    const char* name;
+    K kind;
+    const char* stem;
+    const char* variant;
+    bool pickle, legacy;
+    int shard, num;
+  };
+  const Case cases[] = {
+      {"model.safetensors", K::kSingle, "model", "", false, false, 0, 0},
+      {"diffusion_pytorch_model.fp16.safetensors", K::kSingle, "diffusion_pytorch_model", "fp16", false, false, 0, 0},
+      {"pytorch_model.bin", K::kSingle, "pytorch_model", "", true, false, 0, 0},
+      {"model-00001-of-00002.safetensors", K::kShard, "model", "", false, false, 1, 2},
+      {"model.fp16-00002-of-00002.safetensors", K::kShard, "model", "fp16", false, false, 2, 2},
+      {"model-00001-of-00003.fp16.safetensors", K::kShard, "model", "fp16", false, true, 1, 3},
+      {"pytorch_model-00003-of-00005.bin", K::kShard, "pytorch_model", "", true, false, 3, 5},
+      {"consolidated-00001-of-00002.safetensors", K::kShard, "consolidated", "", false, false, 1, 2},
+      {"model.safetensors.index.json", K::kIndex, "model", "", false, false, 0, 0},
+      {"model.safetensors.index.fp16.json", K::kIndex, "model", "fp16", false, false, 0, 0},
+      {"diffusion_pytorch_model.safetensors.fp16.index.json", K::kIndex, "diffusion_pytorch_model", "fp16", false,
+       true, 0, 0},
+      {"pytorch_model.bin.index.json", K::kIndex, "pytorch_model", "", true, false, 0, 0},
+      {"best-of-breed.safetensors", K::kSingle, "best-of-breed", "", false, false, 0, 0},
+      {"model.fp16-ema.safetensors", K::kSingle, "model", "fp16-ema", false, false, 0, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto w = ParseWeightsFileName(c.name);
+    ASSERT_TRUE(w.has_value());
+    EXPECT_EQ(w->kind, c.kind);
+    EXPECT_EQ(w->stem, c.stem);
+    EXPECT_EQ(w->variant, c.variant);
+    EXPECT_EQ(w->pickle, c.pickle);
+    EXPECT_EQ(w->legacy_variant, c.legacy);
+    EXPECT_EQ(w->shard, c.shard);
+    EXPECT_EQ(w->num_shards, c.num);
+  }
+}
+
+TEST(WeightsFileName, RefusesWhatIsNotAWeightsName) {
+  for (const char* bad : {"config.json", "model.gguf", "a/model.safetensors", "model.a.b.safetensors",
+                          "model-00000-of-00002.safetensors",  // shard 0 does not exist (B55)
+                          "model-00003-of-00002.safetensors", "model.fp16-00000-of-00002.safetensors", ".safetensors",
+                          "model.safetensors.index.x.y.json", "model..safetensors"}) {
+    EXPECT_FALSE(ParseWeightsFileName(bad).has_value()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace hubload

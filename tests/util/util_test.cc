@@ -12,6 +12,7 @@
 #include "util/file_io.h"
 #include "util/hex.h"
 #include "util/text.h"
+#include "util/utf8.h"
 
 namespace hubload::util {
 namespace {
@@ -23,6 +24,30 @@ TEST(Hex, LowerCase) {
   EXPECT_TRUE(IsLowerHex("0123456789abcdef"));
   EXPECT_FALSE(IsLowerHex("ABC"));
   EXPECT_FALSE(IsLowerHex(""));
+}
+
+// RFC 3629 section 7 examples and its rules (overlongs, surrogates, > U+10FFFF).
+TEST(Utf8, Rfc3629) {
+  size_t pos = 0;
+  uint32_t cp = 0;
+  const std::string han = "\xE6\x97\xA5";  // U+65E5 (RFC 3629 example 3)
+  ASSERT_TRUE(NextCodePoint(han, &pos, &cp));
+  EXPECT_EQ(cp, 0x65E5u);
+  EXPECT_EQ(pos, 3u);
+  pos = 0;
+  const std::string emoji = "\xF0\xA3\x8E\xB4";  // U+233B4 (example 4)
+  ASSERT_TRUE(NextCodePoint(emoji, &pos, &cp));
+  EXPECT_EQ(cp, 0x233B4u);
+  EXPECT_TRUE(IsValidUtf8("A\xE2\x89\xA2\xCE\x91."));  // example 1
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_EQ(FindInvalidUtf8(reinterpret_cast<const uint8_t*>("ab\xC0\xAF"), 4), 2u);  // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate U+D800
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // U+110000
+  EXPECT_FALSE(IsValidUtf8("\x80"));                // lone continuation
+  EXPECT_FALSE(IsValidUtf8("\xE6\x97"));            // truncated
+  pos = 0;
+  EXPECT_FALSE(NextCodePoint("\xFF", &pos, &cp));
+  EXPECT_EQ(pos, 0u);
 }
 
 TEST(Digest, Sha256Vectors) {

@@ -1,0 +1,72 @@
+// huggingface_hub local_dir metadata (cache/local_dir.h).
+#include "cache/local_dir.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "hubload/cache.h"
+#include "util/file_io.h"
+
+namespace hubload::cache_internal {
+namespace fs = std::filesystem;
+
+std::string LocalDirMetaPath(const std::string& dir, const std::string& path) {
+  return dir + "/.cache/huggingface/download/" + path + ".metadata";
+}
+
+std::string LocalDirPartialPath(const std::string& dir, const std::string& path, const std::string& etag,
+                                bool ranged) {
+  return dir + "/.cache/huggingface/download/" + path + "." + etag + (ranged ? ".ranges.incomplete" : ".incomplete");
+}
+
+std::optional<LocalDirMeta> ReadLocalDirMeta(const std::string& dir, const std::string& path) {
+  std::string mp = LocalDirMetaPath(dir, path);
+  auto text = util::ReadSmallFile(mp, 1 << 16);
+  if (!text.ok()) {
+    if (text.status().code() != Code::kNotFound)
+      spdlog::warn("ignoring the local_dir metadata file {}: {}", mp, text.status().message());
+    return std::nullopt;
+  }
+  // Three lines: commit, etag, timestamp (huggingface_hub read_download_metadata).
+  std::string lines[3];
+  size_t pos = 0;
+  for (auto& line : lines) {
+    size_t nl = text->find('\n', pos);
+    if (nl == std::string::npos) nl = text->size();
+    line = text->substr(pos, nl - pos);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    pos = std::min(text->size(), nl + 1);
+  }
+  LocalDirMeta m;
+  m.commit = lines[0];
+  m.etag = lines[1];
+  char* end = nullptr;
+  m.timestamp = std::strtod(lines[2].c_str(), &end);
+  bool ts_ok = !lines[2].empty() && end && *end == '\0';
+  if (!IsCommitHash(m.commit) || m.etag.empty() || m.etag.find('/') != std::string::npos || !ts_ok) {
+    spdlog::warn("ignoring the corrupt local_dir metadata file {} (expected commit, etag and timestamp lines)", mp);
+    return std::nullopt;
+  }
+  struct stat st;
+  if (::stat((dir + "/" + path).c_str(), &st) != 0) return std::nullopt;
+  if (static_cast<double>(st.st_mtime) > m.timestamp + 1) return std::nullopt;  // edited since
+  return m;
+}
+
+Status WriteLocalDirMeta(const std::string& dir, const std::string& path, const std::string& commit,
+                         const std::string& etag) {
+  std::string base = dir + "/.cache/huggingface";
+  std::error_code ec;
+  if (!fs::exists(base + "/.gitignore", ec)) HUBLOAD_RETURN_IF_ERROR(util::AtomicWriteFile(base + "/.gitignore", "*"));
+  if (!fs::exists(base + "/CACHEDIR.TAG", ec))
+    HUBLOAD_RETURN_IF_ERROR(
+        util::AtomicWriteFile(base + "/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"));
+  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return util::AtomicWriteFile(LocalDirMetaPath(dir, path), commit + "\n" + etag + "\n" + std::to_string(now) + "\n");
+}
+
+}  // namespace hubload::cache_internal

@@ -1,0 +1,135 @@
+// Private to hub/: moving one file's bytes from the server into a partial of
+// the cache (or of a local_dir) — one resumable stream (fetch_stream.cc) or
+// byte ranges of fixed chunks (fetch_ranged.cc) — with progress,
+// cancellation and the on_file_bytes announcements. The order in which files
+// and ranges are fetched is the scheduler's (hub/scheduler.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "hub/file_metadata.h"
+#include "hub/session.h"
+
+namespace hubload::hub_internal {
+
+/// Cancellation shared by the workers of one call.
+struct Cancel {
+  const DownloadCallbacks* cb = nullptr;
+  std::atomic<bool> stop{false};
+  bool Cancelled() const {
+    if (stop.load(std::memory_order_relaxed)) return true;
+    if (cb && cb->cancel_flag && cb->cancel_flag->load()) return true;
+    if (cb && cb->cancelled && cb->cancelled()) return true;
+    return false;
+  }
+};
+
+/// Aggregate progress (bytes done / total), reported at most every 100 ms
+/// plus forced calls.
+struct Progress {
+  const DownloadCallbacks* cb = nullptr;
+  std::atomic<uint64_t> done{0}, total{0};
+  std::mutex mu;
+  std::chrono::steady_clock::time_point last{};
+  void Add(int64_t n) {
+    if (n >= 0) done += static_cast<uint64_t>(n);
+    else done -= static_cast<uint64_t>(-n);
+    Report(false);
+  }
+  void Report(bool force) {
+    if (!cb || !cb->on_progress) return;
+    std::lock_guard<std::mutex> l(mu);
+    auto now = std::chrono::steady_clock::now();
+    if (!force && now - last < std::chrono::milliseconds(100)) return;
+    last = now;
+    cb->on_progress(done.load(), total.load());
+  }
+};
+
+/// DownloadCallbacks::on_file_bytes for one file: tracks the partial's inode
+/// (a new inode = a new generation), hands out a read-only descriptor of it,
+/// rate-limits to one call per MiB of growth and serialises the calls.
+class BytesAnnouncer {
+ public:
+  BytesAnnouncer(const DownloadCallbacks* cb, std::string path_in_repo);
+  ~BytesAnnouncer();
+  BytesAnnouncer(const BytesAnnouncer&) = delete;
+  BytesAnnouncer& operator=(const BytesAnnouncer&) = delete;
+  bool enabled() const { return cb_ && cb_->on_file_bytes; }
+  /// `writer_fd`/`partial_path`: the writer's partial; `contiguous`: its
+  /// written prefix; `size`: final size (-1 unknown: only the final call is
+  /// made); `final`: the call before the hash check (contiguous == size).
+  void Update(int writer_fd, const std::string& partial_path, uint64_t contiguous, int64_t size, bool final);
+  /// Number of partial files announced so far.
+  uint64_t generation() const;
+
+ private:
+  const DownloadCallbacks* cb_;
+  std::string path_;
+  mutable std::mutex mu_;
+  int ro_fd_ = -1;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  uint64_t generation_ = 0;
+  uint64_t last_ = 0;
+  bool any_ = false;
+};
+
+/// Where one file's bytes go and where they come from.
+struct FetchTarget {
+  std::string path_in_repo;
+  std::string single_partial;  // <etag>.incomplete (resumable by huggingface_hub too)
+  std::string ranged_partial;  // <etag>.ranges.incomplete (chunks + journal)
+  std::string final_path;      // blobs/<etag> or <local_dir>/<path>
+  std::string label;           // names the file in cache messages
+  std::string dir;             // folder checked for free space
+  std::string url;             // the bytes (CDN location or /resolve/)
+  FileMeta meta;
+  bool lfs = false;            // verify sha256 == etag
+};
+
+/// What a fetch reports to (all may be null).
+struct FileIo {
+  Progress* progress = nullptr;
+  Cancel* cancel = nullptr;
+  const DownloadCallbacks* cb = nullptr;
+  BytesAnnouncer* bytes = nullptr;
+  std::atomic<uint64_t>* wire_bytes = nullptr;  // body bytes received (scheduler throughput)
+  std::function<void(int status)> on_retry;     // HttpRequest::on_retry
+};
+
+/// B37 preflight: kDiskFull "InsufficientSpace" when `dir`'s file system has
+/// fewer than `need` free bytes (OK when the check is off or unknown).
+Status CheckFreeSpace(const Session& s, const std::string& dir, int64_t need, const ErrorContext& ctx);
+
+/// True when the file goes in parallel ranges (ClientOptions range_*): the
+/// size is known and large enough and no single-stream partial waits.
+bool UseRanges(const Session& s, const FetchTarget& t);
+
+/// One resumable stream into BlobWriter(t.single_partial -> t.final_path):
+/// Range + If-Range resume, restart from zero in a new partial whenever the
+/// answer cannot be appended, verification and rename. Returns the final path.
+Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const ErrorContext& ctx, FileIo io);
+
+/// Opens the ranged partial of `t` (resume: keep a matching journal).
+Result<std::unique_ptr<RangedBlobWriter>> OpenRanged(const Session& s, const FetchTarget& t, bool resume);
+
+/// Fetches chunk `k` of `w` until it is complete (resumed inside the chunk
+/// after connection errors). `probe`: the first request of the file — a 200
+/// answer (Range ignored) is then the whole file, spread over every chunk
+/// (*whole = true); without `probe` a 200 is kUnsupported "RangesUnusable".
+/// `on_206` runs when the answer is a fitting 206. Returns OK early when
+/// `stop()` turns true.
+Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, const FetchTarget& t,
+                  const ErrorContext& ctx, FileIo io, const std::function<bool()>& stop,
+                  const std::function<void()>& on_206, bool* whole);
+
+}  // namespace hubload::hub_internal

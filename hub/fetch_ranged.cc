@@ -1,0 +1,177 @@
+// Byte ranges of fixed chunks into a RangedBlobWriter (hub/fetch.h).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "hub/fetch.h"
+#include "hub/http_parse.h"
+#include "hubload/reasons.h"
+
+namespace hubload::hub_internal {
+
+Result<std::unique_ptr<RangedBlobWriter>> OpenRanged(const Session& s, const FetchTarget& t, bool resume) {
+  RangedBlobWriter::Options o;
+  o.size = static_cast<uint64_t>(t.meta.size);
+  o.chunk_bytes = std::max<uint64_t>(s.opt.range_chunk_bytes, 1ull << 20);
+  o.expected_sha256 = t.lfs ? t.meta.etag : std::string();
+  o.resume = resume;
+  return RangedBlobWriter::OpenPaths(t.ranged_partial, t.final_path, t.label, o);
+}
+
+namespace {
+
+struct ChunkSink : BodySink {
+  RangedBlobWriter* w = nullptr;
+  size_t k = 0;
+  uint64_t b = 0, size = 0, got = 0, pos = 0;
+  bool probe = false, whole = false, mismatch = false;
+  const FetchTarget* t = nullptr;
+  FileIo* io = nullptr;
+  const std::function<bool()>* stop = nullptr;
+  const std::function<void()>* on_206 = nullptr;
+  Status err;
+
+  void Landed(size_t n) {
+    if (io->wire_bytes) io->wire_bytes->fetch_add(n, std::memory_order_relaxed);
+    if (io->progress) io->progress->Add(static_cast<int64_t>(n));
+    if (io->cb && io->cb->on_file_progress) io->cb->on_file_progress(t->path_in_repo, w->bytes_received(), size);
+    if (io->bytes) io->bytes->Update(w->fd(), w->partial_path(), w->contiguous_bytes(), static_cast<int64_t>(size), false);
+  }
+  bool OnResponseStart(const HttpResponse& h) override {
+    if (h.status == 206) {
+      int64_t first = 0, total = 0;
+      auto cr = h.headers.Get("Content-Range");
+      std::string e2 = NormalizeEtag(h.headers.Get("X-Linked-Etag").value_or(h.headers.Get("ETag").value_or("")));
+      if (!cr || !ParseContentRange(*cr, &first, &total) || first != static_cast<int64_t>(b) ||
+          total != static_cast<int64_t>(size) || (IsHubEtag(e2) && e2 != t->meta.etag)) {
+        mismatch = true;
+        return false;
+      }
+      if (*on_206) (*on_206)();
+      return true;
+    }
+    if (!probe) {  // 200 to a later range: the server changed its mind
+      mismatch = true;
+      return false;
+    }
+    // Range ignored (or If-Range failed): the body is the whole file.
+    whole = true;
+    if (w->bytes_received() > 0) {
+      if (io->progress) io->progress->Add(-static_cast<int64_t>(w->bytes_received()));
+      err = w->Restart();  // a new partial: announced bytes are never rewritten
+      if (!err.ok()) return false;
+    }
+    return true;
+  }
+  bool OnData(const char* d, size_t len) override {
+    if ((*stop)()) return false;
+    if (!whole) {
+      err = w->Append(k, d, len);
+      if (!err.ok()) return false;
+      got += len;
+      Landed(len);
+      return true;
+    }
+    // Spread the sequential body over the chunks in order.
+    size_t n = len;
+    while (len > 0) {
+      size_t ck = ChunkOf(pos);
+      uint64_t room = w->chunk_end(ck) - pos;
+      size_t take = static_cast<size_t>(std::min<uint64_t>(room, len));
+      err = w->Append(ck, d, take);
+      if (!err.ok()) return false;
+      pos += take;
+      d += take;
+      len -= take;
+      if (pos == w->chunk_end(ck)) {
+        err = w->FlushChunk(ck);
+        if (!err.ok()) return false;
+      }
+    }
+    Landed(n);
+    return true;
+  }
+  size_t ChunkOf(uint64_t off) const {
+    size_t lo = 0, hi = w->num_chunks() - 1;
+    while (lo < hi) {
+      size_t mid = (lo + hi + 1) / 2;
+      if (w->chunk_begin(mid) <= off) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+};
+
+}  // namespace
+
+Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, const FetchTarget& t,
+                  const ErrorContext& ctx0, FileIo io, const std::function<bool()>& stop,
+                  const std::function<void()>& on_206, bool* whole) {
+  ErrorContext ctx = ctx0;
+  ctx.url = RedactUrl(t.url);
+  const uint64_t size = static_cast<uint64_t>(t.meta.size);
+  int failures = 0;
+  while (true) {
+    if (stop()) return Status::Ok();
+    uint64_t b = w.chunk_begin(k) + w.chunk_received(k), e = w.chunk_end(k);
+    if (b >= e) return Status::Ok();
+    ChunkSink sink;
+    sink.w = &w;
+    sink.k = k;
+    sink.b = b;
+    sink.size = size;
+    sink.probe = probe;
+    sink.t = &t;
+    sink.io = &io;
+    sink.stop = &stop;
+    sink.on_206 = &on_206;
+    HttpRequest req;
+    req.url = t.url;
+    req.stall_timeout_s = s.opt.download_timeout_s;
+    req.on_retry = io.on_retry;
+    s.AddAuth(&req);
+    req.headers.emplace_back("Range", "bytes=" + std::to_string(b) + "-" + std::to_string(e - 1));
+    if (std::string v = IfRangeValue(t.meta.raw_etag); !v.empty()) req.headers.emplace_back("If-Range", v);
+    auto r = s.http->Send(req, &sink);
+    Status fl = sink.whole ? Status::Ok() : w.FlushChunk(k);
+    if (!sink.err.ok()) return sink.err;
+    if (!fl.ok()) return fl;
+    if (!sink.whole && io.bytes)
+      io.bytes->Update(w.fd(), w.partial_path(), w.contiguous_bytes(), static_cast<int64_t>(size), false);
+    if (sink.mismatch)
+      return Status(Code::kUnsupported,
+                    "the server answered a byte range of '" + ctx.file + "' with a response that does not fit it",
+                    std::string(reason::kRangesUnusable), ctx);
+    if (stop()) return Status::Ok();
+    if (!r.ok()) {
+      if (r.status().code() != Code::kNetwork) return r.status();
+      if (sink.got > 0 || sink.pos > 0) failures = 0;
+      if (++failures > s.opt.max_resume_attempts) return r.status();
+      spdlog::debug("resuming {} bytes {}- after: {}", ctx.file, w.chunk_begin(k) + w.chunk_received(k),
+                    r.status().message());
+      if (sink.whole)
+        return Status(Code::kUnsupported, "whole-file answer broke off", std::string(reason::kRangesUnusable), ctx);
+      continue;
+    }
+    if (r->status >= 300) return StatusFromHttp(r->status, r->headers, r->body, ctx);
+    if (sink.whole) {
+      if (sink.pos != size)
+        return Status(Code::kNetwork,
+                      "connection closed after " + std::to_string(sink.pos) + " of " + std::to_string(size) +
+                          " bytes of '" + ctx.file + "'",
+                      "ConnectionLost", ctx);
+      *whole = true;  // every chunk is written
+      return Status::Ok();
+    }
+    if (w.chunk_received(k) < e - w.chunk_begin(k)) {
+      if (sink.got > 0) failures = 0;
+      if (++failures > s.opt.max_resume_attempts)
+        return Status(Code::kNetwork, "connection closed early while downloading '" + ctx.file + "'",
+                      "ConnectionLost", ctx);
+      continue;
+    }
+    return Status::Ok();
+  }
+}
+
+}  // namespace hubload::hub_internal

@@ -1,0 +1,255 @@
+// One resumable stream per file, the free-space preflight and the
+// on_file_bytes announcer (hub/fetch.h).
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "hub/fetch.h"
+#include "hub/http_parse.h"
+#include "hubload/reasons.h"
+
+namespace hubload::hub_internal {
+namespace fs = std::filesystem;
+
+constexpr uint64_t kAnnounceStep = 1 << 20;
+
+BytesAnnouncer::BytesAnnouncer(const DownloadCallbacks* cb, std::string path_in_repo)
+    : cb_(cb), path_(std::move(path_in_repo)) {}
+
+BytesAnnouncer::~BytesAnnouncer() {
+  if (ro_fd_ >= 0) ::close(ro_fd_);
+}
+
+uint64_t BytesAnnouncer::generation() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return generation_;
+}
+
+void BytesAnnouncer::Update(int writer_fd, const std::string& partial_path, uint64_t contiguous, int64_t size,
+                            bool final) {
+  if (!enabled() || writer_fd < 0) return;
+  std::lock_guard<std::mutex> l(mu_);
+  bool due = final ? !(any_ && size >= 0 && last_ == static_cast<uint64_t>(size) && contiguous == last_)
+                   : size >= 0 && (!any_ ? contiguous > 0 : contiguous >= last_ + kAnnounceStep);
+  if (!due && !(any_ && contiguous < last_)) return;
+  struct stat st;
+  if (::fstat(writer_fd, &st) != 0) return;
+  if (generation_ == 0 || st.st_ino != ino_ || st.st_dev != dev_) {
+    // A new partial file: a new generation with its own read-only descriptor.
+    if (ro_fd_ >= 0) ::close(ro_fd_);
+    ro_fd_ = ::open(partial_path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat rs;
+    if (ro_fd_ >= 0 && (::fstat(ro_fd_, &rs) != 0 || rs.st_ino != st.st_ino || rs.st_dev != st.st_dev)) {
+      ::close(ro_fd_);
+      ro_fd_ = -1;
+    }
+    if (ro_fd_ < 0) ro_fd_ = ::open(("/proc/self/fd/" + std::to_string(writer_fd)).c_str(), O_RDONLY | O_CLOEXEC);
+    if (ro_fd_ < 0) return;
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+    ++generation_;
+    last_ = 0;
+    any_ = false;
+    due = final || (size >= 0 && contiguous > 0);
+  }
+  if (!due) return;
+  FileBytes fb;
+  fb.path_in_repo = path_;
+  fb.fd = ro_fd_;
+  fb.generation = generation_;
+  fb.contiguous_bytes = contiguous;
+  fb.size = size >= 0 ? static_cast<uint64_t>(size) : contiguous;
+  last_ = contiguous;
+  any_ = true;
+  cb_->on_file_bytes(fb);
+}
+
+Status CheckFreeSpace(const Session& s, const std::string& dir, int64_t need, const ErrorContext& ctx) {
+  if (!s.opt.check_free_space || need <= 0) return Status::Ok();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  struct statvfs sv;
+  if (::statvfs(dir.c_str(), &sv) != 0) return Status::Ok();
+  uint64_t avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+  if (avail < static_cast<uint64_t>(need)) {
+    return Status(Code::kDiskFull,
+                  "not enough free space in " + dir + " for '" + ctx.file + "': needs " + std::to_string(need) +
+                      " bytes, " + std::to_string(avail) + " available",
+                  std::string(reason::kInsufficientSpace), ctx);
+  }
+  return Status::Ok();
+}
+
+bool UseRanges(const Session& s, const FetchTarget& t) {
+  const ClientOptions& o = s.opt;
+  const int64_t size = t.meta.size;
+  if (o.range_threshold_bytes == 0 || o.max_ranges_per_file < 2 || size <= 0 ||
+      static_cast<uint64_t>(size) < o.range_threshold_bytes ||
+      static_cast<uint64_t>(size) <= std::max<uint64_t>(o.range_chunk_bytes, 1ull << 20))
+    return false;
+  struct stat st;
+  // A single-stream partial (ours or huggingface_hub's) is resumed as it is.
+  return !(::stat(t.single_partial.c_str(), &st) == 0 && st.st_size > 0);
+}
+
+namespace {
+
+struct StreamSink : BodySink {
+  BlobWriter* w = nullptr;
+  FileIo* io = nullptr;
+  const FetchTarget* t = nullptr;
+  uint64_t off = 0;
+  uint64_t got = 0;
+  bool mismatch = false;
+  Status err;
+  bool OnResponseStart(const HttpResponse& h) override {
+    const FileMeta& m = t->meta;
+    if (h.status == 206) {
+      int64_t first = 0, total = 0;
+      auto cr = h.headers.Get("Content-Range");
+      if (!cr || !ParseContentRange(*cr, &first, &total) || first != static_cast<int64_t>(off) ||
+          (m.size >= 0 && total >= 0 && total != m.size)) {
+        mismatch = true;
+        return false;
+      }
+      // A 206 from a server that ignored If-Range (B02): its etag must
+      // still be ours when it sends one in the Hub's format.
+      std::string e = NormalizeEtag(h.headers.Get("X-Linked-Etag").value_or(h.headers.Get("ETag").value_or("")));
+      if (IsHubEtag(e) && e != m.etag) {
+        mismatch = true;
+        return false;
+      }
+    } else if (off > 0) {
+      // 200 to a ranged request: Range ignored or validator changed — start
+      // over in a new partial (the announced one is never rewritten).
+      if (io->progress) io->progress->Add(-static_cast<int64_t>(w->offset()));
+      err = w->Restart();
+      if (!err.ok()) return false;
+    }
+    return true;
+  }
+  bool OnData(const char* d, size_t n) override {
+    if (io->cancel && io->cancel->Cancelled()) return false;
+    uint64_t before = w->flushed_bytes();
+    err = w->Append(d, n);
+    if (!err.ok()) return false;
+    got += n;
+    if (io->wire_bytes) io->wire_bytes->fetch_add(n, std::memory_order_relaxed);
+    if (io->progress) io->progress->Add(static_cast<int64_t>(n));
+    const int64_t size = t->meta.size;
+    if (io->cb && io->cb->on_file_progress)
+      io->cb->on_file_progress(t->path_in_repo, w->offset(), size < 0 ? 0 : static_cast<uint64_t>(size));
+    if (io->bytes && w->flushed_bytes() != before)
+      io->bytes->Update(w->fd(), w->partial_path(), w->flushed_bytes(), size, false);
+    return true;
+  }
+};
+
+}  // namespace
+
+Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const ErrorContext& ctx0, FileIo io) {
+  const FileMeta& m = t.meta;
+  ErrorContext ctx = ctx0;
+  ctx.url = RedactUrl(t.url);
+  auto open = [&](bool resume) {
+    BlobWriter::Options o;
+    o.expected_size = m.size;
+    o.expected_sha256 = t.lfs ? m.etag : std::string();
+    o.resume = resume;
+    return BlobWriter::OpenPaths(t.single_partial, t.final_path, t.label, o);
+  };
+  // Verifies and renames; the last announcement (contiguous == size) comes first.
+  auto commit = [&](BlobWriter& w) -> Result<std::string> {
+    HUBLOAD_RETURN_IF_ERROR(w.Flush());
+    if (io.bytes) io.bytes->Update(w.fd(), w.partial_path(), w.flushed_bytes(), m.size, true);
+    return w.Commit();
+  };
+  HUBLOAD_ASSIGN_OR_RETURN(std::unique_ptr<BlobWriter> w, open(true));
+  if (io.progress) io.progress->Add(static_cast<int64_t>(w->offset()));
+  int failures = 0;
+  auto restart = [&]() -> Status {
+    if (io.progress) io.progress->Add(-static_cast<int64_t>(w->offset()));
+    return w->Restart();
+  };
+  const int max_attempts = s.opt.max_resume_attempts;
+  while (true) {
+    if (io.cancel && io.cancel->Cancelled()) return Cancelled(ctx);
+    uint64_t off = w->offset();
+    if (m.size >= 0 && off == static_cast<uint64_t>(m.size) && off > 0) {
+      // B03: the partial is already complete; verify without a request.
+      auto c = commit(*w);
+      if (c.ok()) return c;
+      if (!c.status().Is(reason::kHashMismatch) || ++failures > max_attempts) return WithCtx(c.status(), ctx);
+      if (io.progress) io.progress->Add(-static_cast<int64_t>(off));
+      HUBLOAD_ASSIGN_OR_RETURN(w, open(false));
+      continue;
+    }
+    StreamSink sink;
+    sink.w = w.get();
+    sink.io = &io;
+    sink.t = &t;
+    sink.off = off;
+    HttpRequest req;
+    req.url = t.url;
+    req.stall_timeout_s = s.opt.download_timeout_s;
+    req.on_retry = io.on_retry;
+    s.AddAuth(&req);
+    if (off > 0) {
+      req.headers.emplace_back("Range", "bytes=" + std::to_string(off) + "-");
+      if (std::string v = IfRangeValue(m.raw_etag); !v.empty()) req.headers.emplace_back("If-Range", v);
+    }
+    auto r = s.http->Send(req, &sink);
+    if (!sink.err.ok()) return WithCtx(sink.err, ctx);
+    if (io.cancel && io.cancel->Cancelled()) return Cancelled(ctx);
+    if (sink.mismatch) {
+      HUBLOAD_RETURN_IF_ERROR(restart());
+      if (++failures > max_attempts)
+        return Status(Code::kCorruptDownload,
+                      "the server keeps answering ranges that do not fit the partial of '" + ctx.file + "'",
+                      "RangeMismatch", ctx);
+      continue;
+    }
+    if (!r.ok()) {
+      if (r.status().code() != Code::kNetwork) return WithCtx(r.status(), ctx);
+      if (sink.got > 0) failures = 0;
+      if (++failures > max_attempts) return WithCtx(r.status(), ctx);
+      spdlog::debug("resuming {} after: {}", ctx.file, r.status().message());
+      continue;
+    }
+    if (r->status == 416) {
+      // Range not satisfiable: trust only what the hash check confirms.
+      int64_t first = 0, total = -1;
+      auto cr = r->headers.Get("Content-Range");
+      if (cr && ParseContentRange(*cr, &first, &total) && total == static_cast<int64_t>(off) &&
+          (m.size < 0 || m.size == total)) {
+        auto c = commit(*w);
+        if (c.ok()) return c;
+      }
+      HUBLOAD_RETURN_IF_ERROR(restart());
+      if (++failures > max_attempts) return StatusFromHttp(r->status, r->headers, r->body, ctx);
+      continue;
+    }
+    if (r->status >= 300) return StatusFromHttp(r->status, r->headers, r->body, ctx);
+    if (m.size >= 0 && w->offset() < static_cast<uint64_t>(m.size)) {
+      // Close-delimited body that ended early: resume.
+      if (sink.got > 0) failures = 0;
+      if (++failures > max_attempts)
+        return Status(Code::kNetwork, "connection closed early while downloading '" + ctx.file + "'",
+                      "ConnectionLost", ctx);
+      continue;
+    }
+    auto c = commit(*w);
+    if (c.ok()) return c;
+    if (c.status().Is(reason::kHashMismatch) && ++failures <= max_attempts) {
+      HUBLOAD_ASSIGN_OR_RETURN(w, open(false));
+      continue;
+    }
+    return WithCtx(c.status(), ctx);
+  }
+}
+
+}  // namespace hubload::hub_internal

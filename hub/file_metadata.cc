@@ -1,0 +1,62 @@
+// HEAD probe of one file (hub/file_metadata.h).
+#include "hub/file_metadata.h"
+
+#include "hub/http_parse.h"
+
+namespace hubload::hub_internal {
+
+Result<FileMeta> Head(const Session& s, RepoType t, const std::string& repo, const std::string& rev,
+                      const std::string& path, std::string* commit_on_404, int max_retries) {
+  std::string url = s.ResolveUrlFor(t, repo, rev, path);
+  ErrorContext ctx = s.Ctx(repo, rev, path, url);
+  for (int hop = 0; hop <= 10; ++hop) {
+    HttpRequest req;
+    req.method = "HEAD";
+    req.url = url;
+    req.follow_redirects = false;
+    req.timeout_s = s.opt.etag_timeout_s;
+    req.max_retries = max_retries;
+    req.headers.emplace_back("Accept-Encoding", "identity");
+    s.AddAuth(&req);
+    auto r = s.http->Send(req, nullptr);
+    ctx.url = RedactUrl(url);
+    if (!r.ok()) return WithCtx(r.status(), ctx);
+    const HttpResponse& resp = *r;
+    if (resp.status >= 400) {
+      if (commit_on_404)
+        if (auto c = resp.headers.Get("X-Repo-Commit")) *commit_on_404 = *c;
+      return StatusFromHttp(resp.status, resp.headers, resp.body, ctx);
+    }
+    bool redirect = resp.status >= 300 && resp.status < 400;
+    auto loc = resp.headers.Get("Location");
+    if (redirect && loc) {
+      bool relative = loc->find("://") == std::string::npos && loc->rfind("//", 0) != 0;
+      if (relative) {
+        url = ResolveUrl(url, *loc);
+        continue;
+      }
+    }
+    FileMeta m;
+    m.commit = resp.headers.Get("X-Repo-Commit").value_or("");
+    m.raw_etag = resp.headers.Get("X-Linked-Etag").value_or(resp.headers.Get("ETag").value_or(""));
+    m.etag = NormalizeEtag(m.raw_etag);
+    if (auto sz = ParseDecimal(resp.headers.Get("X-Linked-Size"))) m.size = *sz;
+    else if (!redirect)
+      if (auto s2 = ParseDecimal(resp.headers.Get("Content-Length"))) m.size = *s2;
+    if (redirect && loc) m.location = ResolveUrl(url, *loc);
+    std::string host = UrlOrigin(url);
+    if (!IsCommitHash(m.commit))
+      return Status(Code::kInvalidFormat,
+                    "the server " + host + " sent no valid X-Repo-Commit header for '" + path + "'", "MissingHeader",
+                    ctx);
+    if (m.etag.empty() || m.etag.find('/') != std::string::npos || m.etag.find('.') != std::string::npos ||
+        m.etag.size() > 255)
+      return Status(Code::kInvalidFormat,
+                    "the server " + host + " sent no usable ETag/X-Linked-Etag header for '" + path + "'",
+                    "MissingHeader", ctx);
+    return m;
+  }
+  return Status(Code::kNetwork, "too many relative redirects for '" + path + "'", "TooManyRedirects", ctx);
+}
+
+}  // namespace hubload::hub_internal

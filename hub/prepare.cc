@@ -1,0 +1,129 @@
+// Per-file preparation for the scheduler (hub/prepare.h).
+#include "hub/prepare.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "cache/local_dir.h"
+#include "hub/http_parse.h"
+#include "hubload/reasons.h"
+
+namespace hubload::hub_internal {
+namespace fs = std::filesystem;
+
+namespace {
+
+FileLockOptions LockOptions(const Session& s) { return s.opt.lock; }
+
+PreparedFile Cached(std::string local, int64_t size) {
+  PreparedFile p;
+  p.local_path = std::move(local);
+  if (size > 0) {
+    p.cached_bytes = static_cast<uint64_t>(size);
+    p.size = static_cast<uint64_t>(size);
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<PreparedFile> PrepareBlob(const Session& s, const RepoCache& rc, const FileMeta& m, const std::string& path,
+                                 const std::string& rev_for_url, bool force) {
+  const bool use_symlinks = s.opt.use_symlinks;
+  if (!force) {
+    if (auto p = rc.CachedPointer(m.commit, path)) {
+      std::error_code ec;
+      auto target = fs::read_symlink(*p, ec);
+      if (ec || target.filename().string() == m.etag) return Cached(*p, m.size);
+    }
+    if (rc.HasBlob(m.etag, m.size)) {
+      HUBLOAD_ASSIGN_OR_RETURN(std::string local, rc.LinkSnapshot(m.commit, path, m.etag, use_symlinks));
+      return Cached(local, m.size);
+    }
+  }
+  HUBLOAD_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(rc.LockPath(m.etag), s.opt.lock_timeout_s, LockOptions(s)));
+  if (!force && rc.HasBlob(m.etag, m.size)) {  // another process finished it meanwhile
+    HUBLOAD_ASSIGN_OR_RETURN(std::string local, rc.LinkSnapshot(m.commit, path, m.etag, use_symlinks));
+    return Cached(local, m.size);
+  }
+  PreparedFile p;
+  if (m.size >= 0) p.size = static_cast<uint64_t>(m.size);
+  FetchTarget t;
+  t.path_in_repo = path;
+  t.single_partial = rc.IncompletePath(m.etag);
+  t.ranged_partial = rc.RangedIncompletePath(m.etag);
+  t.final_path = rc.BlobPath(m.etag);
+  t.label = "blob " + m.etag;
+  t.dir = rc.repo_dir() + "/blobs";
+  t.url = m.location.empty() ? s.ResolveUrlFor(rc.repo_type(), rc.repo_id(), rev_for_url, path) : m.location;
+  t.meta = m;
+  t.lfs = m.etag.size() == 64 && IsHubEtag(m.etag);
+  p.target = std::move(t);
+  p.lock.emplace(std::move(lock));
+  // A blob this call downloaded may be moved into the snapshot when symlinks fail (B14).
+  p.finish = [rc, commit = m.commit, path, etag = m.etag, use_symlinks]() {
+    return rc.LinkSnapshot(commit, path, etag, use_symlinks, /*new_blob=*/true);
+  };
+  return p;
+}
+
+Result<PreparedFile> PrepareAtCommit(const Session& s, const RepoCache& rc, const std::string& commit,
+                                     const std::string& path) {
+  if (auto p = rc.CachedPointer(commit, path)) return Cached(*p, -1);
+  HUBLOAD_ASSIGN_OR_RETURN(FileMeta m, Head(s, rc.repo_type(), rc.repo_id(), commit, path, nullptr));
+  return PrepareBlob(s, rc, m, path, commit, false);
+}
+
+Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::string& repo, const std::string& rev,
+                                     const std::string& path, const std::string& dir, bool force) {
+  using cache_internal::LocalDirPartialPath;
+  std::string target = dir + "/" + path;
+  ErrorContext ctx = s.Ctx(repo, rev, path);
+  auto meta = cache_internal::ReadLocalDirMeta(dir, path);
+  std::error_code ec;
+  if (!force && meta && IsCommitHash(rev) && meta->commit == rev) return Cached(target, -1);
+  if (s.opt.config.offline) {
+    if (fs::exists(target, ec)) return Cached(target, -1);
+    return Status(Code::kOfflineMiss, "'" + path + "' is not in the local folder " + dir + " (offline mode)",
+                  std::string(reason::kOfflineMiss), ctx);
+  }
+  auto head = Head(s, t, repo, rev, path, nullptr);
+  if (!head.ok()) {
+    if (FallbackAllowed(head.status().code()) && fs::exists(target, ec)) {
+      spdlog::warn("using {} from the local folder: {}", path, head.status().message());
+      return Cached(target, -1);
+    }
+    return head.status();
+  }
+  const FileMeta& m = *head;
+  if (!force && meta && meta->etag == m.etag && fs::exists(target, ec)) {
+    if (meta->commit != m.commit)
+      HUBLOAD_RETURN_IF_ERROR(cache_internal::WriteLocalDirMeta(dir, path, m.commit, m.etag));
+    return Cached(target, m.size);
+  }
+  HUBLOAD_ASSIGN_OR_RETURN(
+      FileLock lock,
+      FileLock::Acquire(cache_internal::LocalDirMetaPath(dir, path) + ".lock", s.opt.lock_timeout_s, LockOptions(s)));
+  PreparedFile p;
+  if (m.size >= 0) p.size = static_cast<uint64_t>(m.size);
+  FetchTarget ft;
+  ft.path_in_repo = path;
+  ft.single_partial = LocalDirPartialPath(dir, path, m.etag, false);
+  ft.ranged_partial = LocalDirPartialPath(dir, path, m.etag, true);
+  ft.final_path = target;
+  ft.label = "'" + path + "'";
+  ft.dir = fs::path(ft.single_partial).parent_path().string();
+  ft.url = m.location.empty() ? s.ResolveUrlFor(t, repo, rev, path) : m.location;
+  ft.meta = m;
+  ft.lfs = m.etag.size() == 64 && IsHubEtag(m.etag);
+  p.target = std::move(ft);
+  p.lock.emplace(std::move(lock));
+  p.finish = [dir, path, target, commit = m.commit, etag = m.etag]() -> Result<std::string> {
+    HUBLOAD_RETURN_IF_ERROR(cache_internal::WriteLocalDirMeta(dir, path, commit, etag));
+    return target;
+  };
+  return p;
+}
+
+}  // namespace hubload::hub_internal

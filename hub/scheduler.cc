@@ -1,0 +1,382 @@
+// The load-ordered download scheduler (hub/scheduler.h).
+#include "hub/scheduler.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "hub/connections.h"
+#include "hubload/reasons.h"
+
+namespace hubload::hub_internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPoll = std::chrono::milliseconds(50);
+
+struct Job {
+  FileWork work;
+  enum class St { kWaiting, kPreparing, kReady, kFinishing, kDone } st = St::kWaiting;
+  PreparedFile prep;
+  std::unique_ptr<BytesAnnouncer> bytes;
+  bool single_taken = false;
+  // Ranged files.
+  std::unique_ptr<RangedBlobWriter> rw;
+  std::vector<char> taken;  // chunk handed to a connection (this round)
+  size_t next_chunk = 0;
+  int inflight = 0;
+  bool probe_sent = false, probe_ok = false, whole = false;
+  bool fallback = false;            // ranges unusable: one stream once inflight == 0
+  std::atomic<bool> abort{false};   // stops this file's chunk transfers
+};
+
+struct Task {
+  enum class Kind { kSingle, kChunk, kFinalize } kind;
+  size_t job = 0;
+  size_t chunk = 0;
+  bool probe = false;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const Session& s, std::vector<FileWork> files, const DownloadCallbacks& cb, int max_connections)
+      : s_(s), cb_(cb), ctl_(MakeController(s.opt, max_connections)) {
+    max_conn_ = std::max(1, max_connections > 0 ? max_connections : s.opt.max_workers);
+    if (s.opt.connections > 0) max_conn_ = std::min(max_conn_, s.opt.connections);
+    for (auto& f : files) {
+      auto j = std::make_unique<Job>();
+      j->work = std::move(f);
+      if (j->work.size) progress_.total += *j->work.size;
+      jobs_.push_back(std::move(j));
+    }
+    cancel_.cb = &cb;
+    progress_.cb = &cb;
+    lookahead_ = std::max<size_t>(4, 2 * static_cast<size_t>(max_conn_));
+    local_paths_.resize(jobs_.size());
+    t0_ = Clock::now();
+  }
+
+  ScheduleOutcome Run() {
+    ScheduleOutcome out;
+    const size_t n = jobs_.size();
+    if (n > 0) {
+      size_t preps = std::min(n, static_cast<size_t>(std::max(2, max_conn_)));
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < preps; ++i) threads.emplace_back([this] { PrepLoop(); });
+      for (int i = 1; i < max_conn_; ++i) threads.emplace_back([this] { ConnLoop(); });
+      ConnLoop();
+      for (auto& t : threads) t.join();
+    }
+    progress_.Report(true);
+    out.status = first_err_;
+    if (out.status.ok() && cancel_.Cancelled()) {
+      const ErrorContext& c = jobs_.empty() ? ErrorContext{} : jobs_[0]->work.ctx;
+      ErrorContext ctx = c;
+      ctx.file.clear();
+      out.status = Status(Code::kCancelled, "download of " + c.repo_id + " cancelled",
+                          std::string(reason::kCancelled), ctx);
+    }
+    out.failed_path = failed_path_;
+    out.failed_code = failed_code_;
+    out.local_paths = std::move(local_paths_);
+    return out;
+  }
+
+ private:
+  static ConnectionController MakeController(const ClientOptions& o, int max_connections) {
+    int max = std::max(1, max_connections > 0 ? max_connections : o.max_workers);
+    if (o.connections > 0) return ConnectionController::Pinned(std::min(o.connections, max));
+    ConnectionController::Options co;
+    co.max = max;
+    co.start = std::min(2, max);
+    return ConnectionController(co);
+  }
+  double Now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  bool StoppedLocked() const { return cancel_.Cancelled(); }
+
+  // ---- preparation -------------------------------------------------------
+  void PrepLoop() {
+    std::unique_lock<std::mutex> l(mu_);
+    const size_t n = jobs_.size();
+    while (true) {
+      if (StoppedLocked() || next_prep_ >= n) return;
+      if (next_prep_ >= frontier_ + lookahead_) {
+        cv_.wait_for(l, kPoll);
+        continue;
+      }
+      size_t i = next_prep_++;
+      Job& j = *jobs_[i];
+      j.st = Job::St::kPreparing;
+      l.unlock();
+      Prepare(i);
+      l.lock();
+    }
+  }
+
+  void Prepare(size_t i) {
+    Job& j = *jobs_[i];
+    auto r = j.work.prepare();
+    if (!r.ok()) return Fail(i, r.status());
+    PreparedFile p = std::move(*r);
+    if (!j.work.size && p.size) progress_.total += *p.size;
+    if (p.local_path) {
+      std::string local = *p.local_path;
+      j.prep = std::move(p);
+      uint64_t cached = j.prep.cached_bytes > 0 ? j.prep.cached_bytes : j.work.size.value_or(0);
+      if (cached > 0) progress_.Add(static_cast<int64_t>(cached));
+      return Done(i, local);
+    }
+    if (!p.target) return Fail(i, Status(Code::kInternal, "prepared file has nothing to fetch", "", j.work.ctx));
+    FetchTarget& t = *p.target;
+    // B37 preflight: the bytes still missing must fit.
+    struct stat st;
+    int64_t have = 0;
+    if (::stat(t.single_partial.c_str(), &st) == 0) have = st.st_size;
+    if (::stat(t.ranged_partial.c_str(), &st) == 0)  // sparse: count allocated bytes
+      have = std::max<int64_t>(have, std::min<int64_t>(static_cast<int64_t>(st.st_blocks) * 512, t.meta.size));
+    Status fs = CheckFreeSpace(s_, t.dir, t.meta.size - have, j.work.ctx);
+    if (!fs.ok()) return Fail(i, fs);
+    j.bytes = std::make_unique<BytesAnnouncer>(&cb_, j.work.path);
+    if (UseRanges(s_, t)) {
+      auto w = OpenRanged(s_, t, /*resume=*/true);
+      if (!w.ok()) return Fail(i, w.status());
+      j.rw = std::move(*w);
+      j.taken.assign(j.rw->num_chunks(), 0);
+      progress_.Add(static_cast<int64_t>(j.rw->bytes_received()));
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    j.prep = std::move(p);
+    j.st = Job::St::kReady;
+    cv_.notify_all();
+  }
+
+  // ---- connections -------------------------------------------------------
+  void ConnLoop() {
+    std::unique_lock<std::mutex> l(mu_);
+    const size_t n = jobs_.size();
+    while (true) {
+      int before = ctl_.limit();
+      ctl_.Sample(wire_.load(std::memory_order_relaxed), Now(), !starved_);
+      starved_ = false;
+      if (ctl_.limit() > before) cv_.notify_all();
+      if (StoppedLocked() || done_ == n) return;
+      std::optional<Task> t;
+      if (active_ < ctl_.limit()) {
+        t = TakeLocked();
+        if (!t) starved_ = true;
+      }
+      if (!t) {
+        cv_.wait_for(l, kPoll);
+        continue;
+      }
+      ++active_;
+      l.unlock();
+      RunTask(*t);
+      l.lock();
+      --active_;
+      cv_.notify_all();
+    }
+  }
+
+  std::optional<size_t> NextChunkLocked(Job& j) {
+    const size_t n = j.rw->num_chunks();
+    while (j.next_chunk < n &&
+           (j.taken[j.next_chunk] ||
+            j.rw->chunk_received(j.next_chunk) == j.rw->chunk_end(j.next_chunk) - j.rw->chunk_begin(j.next_chunk)))
+      ++j.next_chunk;
+    if (j.next_chunk >= n) return std::nullopt;
+    return j.next_chunk;
+  }
+
+  std::optional<Task> TakeLocked() {
+    const size_t end = std::min(jobs_.size(), frontier_ + lookahead_);
+    for (size_t i = frontier_; i < end; ++i) {
+      Job& j = *jobs_[i];
+      if (j.st != Job::St::kReady) continue;
+      if (!j.rw) {
+        if (j.single_taken) continue;
+        j.single_taken = true;
+        return Task{Task::Kind::kSingle, i};
+      }
+      if (j.fallback) continue;
+      if (!j.probe_sent) {
+        auto k = NextChunkLocked(j);
+        if (!k) {  // every chunk is already on disk (resumed): verify
+          j.st = Job::St::kFinishing;
+          return Task{Task::Kind::kFinalize, i};
+        }
+        j.probe_sent = true;
+        j.taken[*k] = 1;
+        ++j.inflight;
+        return Task{Task::Kind::kChunk, i, *k, true};
+      }
+      if (!j.probe_ok || j.inflight >= s_.opt.max_ranges_per_file) continue;
+      if (auto k = NextChunkLocked(j)) {
+        j.taken[*k] = 1;
+        ++j.inflight;
+        return Task{Task::Kind::kChunk, i, *k, false};
+      }
+    }
+    return std::nullopt;
+  }
+
+  FileIo IoFor(Job& j) {
+    FileIo io;
+    io.progress = &progress_;
+    io.cancel = &cancel_;
+    io.cb = &cb_;
+    io.bytes = j.bytes.get();
+    io.wire_bytes = &wire_;
+    io.on_retry = [this](int status) {
+      if (status != 429 && status != 503) return;
+      std::lock_guard<std::mutex> l(mu_);
+      ctl_.Throttled(Now());
+    };
+    return io;
+  }
+
+  void RunTask(const Task& t) {
+    Job& j = *jobs_[t.job];
+    switch (t.kind) {
+      case Task::Kind::kSingle: {
+        auto r = FetchStream(s_, *j.prep.target, j.work.ctx, IoFor(j));
+        if (!r.ok()) return Fail(t.job, r.status());
+        return Finish(t.job);
+      }
+      case Task::Kind::kFinalize:
+        return FinalizeRanged(t.job);
+      case Task::Kind::kChunk:
+        break;
+    }
+    bool whole = false;
+    auto stop = [this, &j] { return j.abort.load() || cancel_.Cancelled(); };
+    auto on_206 = [this, &j, probe = t.probe] {
+      if (!probe) return;
+      std::lock_guard<std::mutex> l(mu_);
+      j.probe_ok = true;
+      cv_.notify_all();
+    };
+    Status st = FetchChunk(s_, *j.rw, t.chunk, t.probe, *j.prep.target, j.work.ctx, IoFor(j), stop, on_206, &whole);
+    std::unique_lock<std::mutex> l(mu_);
+    --j.inflight;
+    if (whole) j.whole = true;
+    if (!st.ok()) {
+      if (!st.Is(reason::kRangesUnusable)) {
+        l.unlock();
+        return Fail(t.job, st);
+      }
+      if (!j.fallback) spdlog::warn("{}: {}; downloading it again on one connection", j.work.path, st.message());
+      j.fallback = true;
+      j.abort = true;
+    }
+    if (j.inflight > 0 || j.st != Job::St::kReady) return;
+    if (j.fallback) {
+      uint64_t had = j.rw->bytes_received();
+      j.rw->Discard();
+      j.rw.reset();
+      j.abort = false;
+      j.fallback = false;
+      j.single_taken = false;
+      cv_.notify_all();
+      l.unlock();
+      progress_.Add(-static_cast<int64_t>(had));
+      return;
+    }
+    if (j.whole || j.rw->contiguous_bytes() == j.rw->chunk_end(j.rw->num_chunks() - 1)) {
+      j.st = Job::St::kFinishing;
+      l.unlock();
+      FinalizeRanged(t.job);
+    }
+  }
+
+  // Verifies and renames a ranged file (job in kFinishing: no other thread touches it).
+  void FinalizeRanged(size_t i) {
+    Job& j = *jobs_[i];
+    RangedBlobWriter& w = *j.rw;
+    const int64_t size = j.prep.target->meta.size;
+    uint64_t had = w.bytes_received();
+    Status fl;
+    for (size_t k = 0; k < w.num_chunks() && fl.ok(); ++k) fl = w.FlushChunk(k);
+    if (!fl.ok()) return Fail(i, fl);
+    if (j.bytes) j.bytes->Update(w.fd(), w.partial_path(), w.contiguous_bytes(), size, true);
+    auto c = w.Commit();
+    if (c.ok()) return Finish(i);
+    if (!c.status().Is(reason::kHashMismatch)) return Fail(i, c.status());
+    spdlog::warn("{}: {}; downloading it again on one connection", j.work.path, c.status().message());
+    progress_.Add(-static_cast<int64_t>(had));
+    std::lock_guard<std::mutex> l(mu_);
+    j.rw.reset();
+    j.single_taken = false;
+    j.st = Job::St::kReady;
+    cv_.notify_all();
+  }
+
+  void Finish(size_t i) {
+    Job& j = *jobs_[i];
+    auto f = j.prep.finish ? j.prep.finish() : Result<std::string>(j.prep.target->final_path);
+    if (!f.ok()) return Fail(i, f.status());
+    Done(i, *f);
+  }
+
+  void Done(size_t i, const std::string& local) {
+    Job& j = *jobs_[i];
+    j.prep.lock.reset();
+    j.rw.reset();
+    if (cb_.on_file_done) cb_.on_file_done(j.work.path, local);
+    std::lock_guard<std::mutex> l(mu_);
+    j.st = Job::St::kDone;
+    local_paths_[i] = local;
+    ++done_;
+    while (frontier_ < jobs_.size() && jobs_[frontier_]->st == Job::St::kDone) ++frontier_;
+    cv_.notify_all();
+  }
+
+  void Fail(size_t i, const Status& st) {
+    std::lock_guard<std::mutex> l(mu_);
+    bool cancelled_by_other = st.code() == Code::kCancelled && cancel_.stop.load();
+    if (first_err_.ok() && !cancelled_by_other) {
+      first_err_ = WithCtx(st, jobs_[i]->work.ctx);
+      failed_path_ = jobs_[i]->work.path;
+      failed_code_ = st.code();
+    }
+    cancel_.stop = true;
+    cv_.notify_all();
+  }
+
+  const Session& s_;
+  const DownloadCallbacks& cb_;
+  std::vector<std::unique_ptr<Job>> jobs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Cancel cancel_;
+  Progress progress_;
+  std::atomic<uint64_t> wire_{0};
+  ConnectionController ctl_;
+  int max_conn_ = 1;
+  int active_ = 0;
+  bool starved_ = false;
+  size_t frontier_ = 0;
+  size_t next_prep_ = 0;
+  size_t lookahead_ = 4;
+  size_t done_ = 0;
+  Status first_err_;
+  std::string failed_path_;
+  Code failed_code_ = Code::kOk;
+  std::vector<std::string> local_paths_;
+  Clock::time_point t0_;
+};
+
+}  // namespace
+
+ScheduleOutcome RunDownloads(const Session& s, std::vector<FileWork> files, const DownloadCallbacks& cb,
+                             int max_connections) {
+  Scheduler sched(s, std::move(files), cb, max_connections);
+  return sched.Run();
+}
+
+}  // namespace hubload::hub_internal

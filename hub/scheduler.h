@@ -1,0 +1,73 @@
+// Private to hub/: the download scheduler — files in load order, byte ranges
+// of the earliest unfinished file first.
+//
+// Every DownloadFiles / Snapshot / Download call runs here. The files are
+// given in the caller's order (load order). Preparation threads run each
+// file's `prepare` (cache lookup, HEAD, lock) a few files ahead of the
+// download frontier. Connection threads (at most ClientOptions::max_workers,
+// of which ConnectionController lets `limit()` work at once) always take the
+// first piece of work in file order:
+//  - a file of at most one chunk (or with ranges off) is one resumable GET;
+//  - a larger file is cut into range_chunk_bytes chunks: its first request is
+//    sent alone (a 200 answer means Range is ignored, and that one answer
+//    then carries the whole file), once it answers 206 the other chunks are
+//    taken in order, at most max_ranges_per_file at once;
+//  - when the earliest file has nothing left to hand out, a free connection
+//    starts the next file.
+// So on one link shared by all connections the files complete in order, each
+// at the speed of the whole link. A file is verified (size, sha256 inline)
+// and renamed into blobs/ by the connection that finished its last byte,
+// then `finish` links it and on_file_done runs (completion order). A ranged
+// file whose server answers ranges unusably, or whose hash does not match,
+// is fetched again as one stream (with one warning). The first error cancels
+// everything else promptly and is returned.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hub/fetch.h"
+
+namespace hubload::hub_internal {
+
+/// What `prepare` found for one file.
+struct PreparedFile {
+  /// Set when no transfer is needed (cached, or completed by another process).
+  std::optional<std::string> local_path;
+  /// Otherwise: what to fetch, the lock held until it is done, and the step
+  /// after verification (link snapshots/..., write local_dir metadata), which
+  /// returns the local path.
+  std::optional<FetchTarget> target;
+  std::optional<FileLock> lock;
+  std::function<Result<std::string>()> finish;
+  /// Bytes already present (counted as done in the progress).
+  uint64_t cached_bytes = 0;
+  /// Size learned while preparing (HEAD), added to the progress total when
+  /// FileWork::size was unknown.
+  std::optional<uint64_t> size;
+};
+
+struct FileWork {
+  std::string path;
+  /// Size known in advance (from a listing) for the progress total.
+  std::optional<uint64_t> size;
+  ErrorContext ctx;
+  std::function<Result<PreparedFile>()> prepare;
+};
+
+struct ScheduleOutcome {
+  Status status;
+  std::string failed_path;
+  Code failed_code = Code::kOk;
+  /// Local path of each file (in the order given), "" for those not done.
+  std::vector<std::string> local_paths;
+};
+
+/// Runs the downloads (see the header comment). `max_connections` <= 0 means
+/// ClientOptions::max_workers.
+ScheduleOutcome RunDownloads(const Session& s, std::vector<FileWork> files, const DownloadCallbacks& cb,
+                             int max_connections = 0);
+
+}  // namespace hubload::hub_internal

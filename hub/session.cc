@@ -1,0 +1,90 @@
+// The Hub session: endpoint, auth header, URLs, JSON calls (hub/session.h).
+#include "hub/session.h"
+
+#include "hub/repo_urls.h"
+#include "hubload/reasons.h"
+#include "util/json.h"
+
+namespace hubload::hub_internal {
+
+Session::Session(ClientOptions o) : opt(std::move(o)) {
+  while (!opt.config.endpoint.empty() && opt.config.endpoint.back() == '/') opt.config.endpoint.pop_back();
+  if (opt.max_workers < 1) opt.max_workers = 1;
+  if (opt.transport) {
+    http = opt.transport;
+  } else {
+    TransportOptions to = opt.transport_options;
+    http = MakeRetryingTransport(MakeCurlTransport(to), opt.retry);
+  }
+  endpoint_origin = UrlOrigin(opt.config.endpoint);
+}
+
+ErrorContext Session::Ctx(const std::string& repo, const std::string& rev, const std::string& file,
+                          const std::string& url) const {
+  ErrorContext c;
+  c.repo_id = repo;
+  c.revision = rev;
+  c.file = file;
+  c.url = RedactUrl(url);
+  return c;
+}
+
+void Session::AddAuth(HttpRequest* req) const {
+  if (!opt.config.token.empty() && UrlOrigin(req->url) == endpoint_origin)
+    req->headers.emplace_back("Authorization", "Bearer " + opt.config.token);
+}
+
+std::string Session::ResolveUrlFor(RepoType t, const std::string& repo, const std::string& rev,
+                                   const std::string& path) const {
+  return opt.config.endpoint + "/" + WebPrefix(t) + repo + "/resolve/" + EncodeRevision(rev) + "/" + EncodePath(path);
+}
+
+std::string Session::ApiUrl(RepoType t, const std::string& repo, const std::string& tail) const {
+  return opt.config.endpoint + "/api/" + ApiSegment(t) + "/" + repo + tail;
+}
+
+Status Session::OfflineMiss(const RepoCache& rc, const std::string& rev, const std::string& what) const {
+  return Status(Code::kOfflineMiss,
+                what + " of " + rc.repo_id() + " at revision '" + rev + "' is not in the local cache " +
+                    rc.cache_dir() + " (offline mode: no request was made)",
+                std::string(reason::kOfflineMiss), Ctx(rc.repo_id(), rev, what));
+}
+
+Result<nlohmann::json> Session::GetJson(const std::string& url, const ErrorContext& ctx, HttpHeaders* out_headers,
+                                        int max_retries) const {
+  HttpRequest req;
+  req.url = url;
+  req.timeout_s = opt.etag_timeout_s;
+  req.max_retries = max_retries;
+  AddAuth(&req);
+  auto r = http->Send(req, nullptr);
+  ErrorContext c = ctx;
+  c.url = RedactUrl(url);
+  if (!r.ok()) return WithCtx(r.status(), c);
+  if (r->status >= 300) return StatusFromHttp(r->status, r->headers, r->body, c);
+  auto j = util::ParseJson(r->body, c.url);
+  if (!j.ok()) return j.status().Annotate(c);
+  if (out_headers) *out_headers = r->headers;
+  return std::move(*j);
+}
+
+Status WithCtx(Status s, const ErrorContext& ctx) {
+  if (s.ok()) return s;
+  if (!ctx.file.empty() && s.message().find(ctx.file) == std::string::npos)
+    s = s.WithPrefix(ctx.repo_id.empty() ? ctx.file : ctx.repo_id + ": " + ctx.file);
+  return s.Annotate(ctx);
+}
+
+bool FallbackAllowed(Code c) {
+  return c == Code::kNetwork || c == Code::kServerError || c == Code::kUnauthorized || c == Code::kPermissionDenied ||
+         c == Code::kRateLimited || c == Code::kRepoNotFound || c == Code::kGated || c == Code::kInvalidFormat;
+}
+
+bool IsUnreachable(const Status& s) { return s.code() == Code::kNetwork; }
+
+Status Cancelled(ErrorContext ctx) {
+  return Status(Code::kCancelled, "download cancelled" + (ctx.file.empty() ? std::string() : " (" + ctx.file + ")"),
+                std::string(reason::kCancelled), std::move(ctx));
+}
+
+}  // namespace hubload::hub_internal

@@ -1,0 +1,376 @@
+// The load-ordered download scheduler (hub/scheduler.h) and the bytes
+// announced as they land (DownloadCallbacks::on_file_bytes), against the
+// in-process `hubload serve` and its access log. Expected bytes and hashes
+// come from the test's own data (OpenSSL); bytes on the wire from the
+// server's access log; inode numbers from stat(2). No timing assertions.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "access_log.h"
+#include "hubload/hub.h"
+#include "testing/hub_server.h"
+#include "testing/util.h"
+
+namespace fs = std::filesystem;
+using hubload::Code;
+using hubload::testing::Bytes;
+using hubload::testing::Gets;
+using hubload::testing::ParseRange;
+using hubload::testing::SumBytes;
+using hubload::testing::TempDir;
+using hubload::testing::TestHub;
+
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+std::string Sha(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
+
+// A repo of LFS files (sha256 etags, bytes from the CDN listener) and a server
+// writing an access log.
+struct Repo {
+  TempDir log_dir;
+  std::string log = log_dir.str() + "/access.jsonl";
+  std::unique_ptr<TestHub> hub;
+  std::map<std::string, std::string> files;
+  std::string commit;
+  explicit Repo(std::map<std::string, std::string> f) : files(std::move(f)) {
+    hubload::server::ServerOptions so;
+    so.access_log = log;
+    so.threads = 4;
+    hub = hubload::testing::StartTestHub(so);
+    hubload::server::CreateRepoOptions ro;
+    ro.lfs_threshold_bytes = 1024;
+    if (hub) commit = hub->AddRepo("org/m", files, ro);
+  }
+};
+
+hubload::ClientOptions Opts(const TestHub& hub, const std::string& cache) {
+  hubload::ClientOptions o;
+  o.config.endpoint = hub.url();
+  o.config.cache_dir = cache;
+  o.retry.initial_backoff_s = 0.01;
+  o.retry.max_backoff_s = 0.05;
+  o.retry.jitter_fraction = 0;
+  o.retry.max_total_s = 20;
+  o.range_threshold_bytes = kMiB;
+  o.range_chunk_bytes = kMiB;
+  return o;
+}
+
+// Checks that the GETs of one blob tile [0, size) exactly once.
+void ExpectTiled(const std::vector<hubload::testing::LogLine>& gets, uint64_t size, const std::string& what) {
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (auto& g : gets) {
+    if (g.status == 200) {
+      r.push_back({0, static_cast<int64_t>(size) - 1});
+      continue;
+    }
+    EXPECT_EQ(g.status, 206) << what << " " << g.range;
+    r.push_back(ParseRange(g.range));
+  }
+  std::sort(r.begin(), r.end());
+  int64_t next = 0;
+  for (auto& [a, b] : r) {
+    EXPECT_EQ(a, next) << what << ": ranges overlap or leave a gap";
+    next = b + 1;
+  }
+  EXPECT_EQ(next, static_cast<int64_t>(size)) << what;
+  EXPECT_EQ(SumBytes(gets), size) << what << ": bytes on the wire";
+}
+
+struct Announcement {
+  uint64_t generation, contiguous, size;
+  ino_t ino;
+  bool blob_existed;
+  std::string prefix_sha;  // sha256 of [0, contiguous) read through the fd
+};
+
+std::string ReadFd(int fd, uint64_t n) {
+  std::string s(n, '\0');
+  uint64_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, s.data() + got, n - got, static_cast<off_t>(got));
+    if (r <= 0) break;
+    got += static_cast<uint64_t>(r);
+  }
+  s.resize(got);
+  return s;
+}
+
+// Records every on_file_bytes call, keeping a dup of each generation's fd.
+struct Recorder {
+  std::string blob_dir;
+  std::mutex mu;
+  std::map<std::string, std::vector<Announcement>> calls;
+  std::map<std::pair<std::string, uint64_t>, int> fds;  // (path, generation) -> dup
+  std::map<std::pair<std::string, uint64_t>, std::string> seen;  // bytes seen at the last call
+  std::map<std::string, std::string> etags;
+  ~Recorder() {
+    for (auto& [k, fd] : fds) ::close(fd);
+  }
+  void Install(hubload::DownloadCallbacks* cb) {
+    cb->on_file_bytes = [this](const hubload::FileBytes& fb) {
+      struct stat st;
+      ASSERT_EQ(::fstat(fb.fd, &st), 0);
+      EXPECT_EQ(::fcntl(fb.fd, F_GETFL) & O_ACCMODE, O_RDONLY) << "the descriptor is read-only";
+      std::string bytes = ReadFd(fb.fd, fb.contiguous_bytes);
+      std::lock_guard<std::mutex> l(mu);
+      bool blob = fs::exists(blob_dir + "/" + etags[fb.path_in_repo]);
+      calls[fb.path_in_repo].push_back({fb.generation, fb.contiguous_bytes, fb.size, st.st_ino, blob, Sha(bytes)});
+      auto key = std::make_pair(fb.path_in_repo, fb.generation);
+      if (!fds.count(key)) fds[key] = ::dup(fb.fd);
+      seen[key] = bytes;
+    };
+  }
+};
+
+}  // namespace
+
+TEST(Schedule, FilesCompleteInLoadOrderOnALinkSharedByAllConnections) {
+  // Four 8 MiB files on a server whose connections share 16 MiB/s in total
+  // (one uplink): given in an order that is neither sorted nor the tree's.
+  std::map<std::string, std::string> files;
+  const std::vector<std::string> order = {"c.safetensors", "a.safetensors", "d.safetensors", "b.safetensors"};
+  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = Bytes(8 * kMiB, 10 + static_cast<uint32_t>(i));
+  Repo r(files);
+  ASSERT_TRUE(r.hub);
+  r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
+  TempDir cache;
+  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  std::mutex mu;
+  std::vector<std::string> done;
+  hubload::DownloadCallbacks cb;
+  cb.on_file_done = [&](const std::string& p, const std::string& local) {
+    std::lock_guard<std::mutex> l(mu);
+    done.push_back(p);
+  };
+  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, order, cb);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(done, order) << "file k completes before file k+1";
+  for (auto& [p, data] : files) {
+    std::string blob = (cache.path() / "models--org--m/blobs" / Sha(data)).string();
+    auto b = hubload::testing::ReadFileBytes(blob);
+    EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data)) << p;
+    ExpectTiled(Gets(r.log, Sha(data)), data.size(), p);
+  }
+}
+
+TEST(Schedule, ServerIgnoringRangeMovesExactlyEachFilesBytes) {
+  std::map<std::string, std::string> files = {{"x.safetensors", Bytes(5 * kMiB + 7, 1)},
+                                              {"y.safetensors", Bytes(3 * kMiB, 2)},
+                                              {"z.bin", Bytes(300000, 3)}};
+  Repo r(files);
+  ASSERT_TRUE(r.hub);
+  r.hub->faults().SetIgnoreRange(true);
+  TempDir cache;
+  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel,
+                                 {"y.safetensors", "x.safetensors", "z.bin"}, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (auto& [p, data] : files) {
+    auto gets = Gets(r.log, Sha(data));
+    ASSERT_EQ(gets.size(), 1u) << p;
+    EXPECT_EQ(gets[0].status, 200) << p;
+    EXPECT_EQ(gets[0].bytes, data.size()) << p;
+    auto b = hubload::testing::ReadFileBytes(cache.path() / "models--org--m/snapshots" / r.commit / p);
+    EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data)) << p;
+  }
+}
+
+TEST(Schedule, DroppedRangeOfALaterFileIsResumedInsideItsChunk) {
+  std::map<std::string, std::string> files = {{"a.safetensors", Bytes(4 * kMiB, 4)},
+                                              {"b.safetensors", Bytes(6 * kMiB, 5)}};
+  Repo r(files);
+  ASSERT_TRUE(r.hub);
+  const std::string sha_b = Sha(files["b.safetensors"]);
+  r.hub->faults().SetDropAfterBytes(sha_b, kMiB / 2, 1);  // first body of b breaks after 512 KiB
+  TempDir cache;
+  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"a.safetensors", "b.safetensors"}, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto gets = Gets(r.log, sha_b);
+  ASSERT_EQ(gets.size(), 7u);  // 6 chunks + 1 continuation
+  int inside = 0;
+  for (auto& g : gets)
+    if (ParseRange(g.range).first % static_cast<int64_t>(kMiB) != 0) ++inside;
+  EXPECT_EQ(inside, 1);
+  EXPECT_GE(SumBytes(gets), files["b.safetensors"].size());
+  EXPECT_LE(SumBytes(gets), files["b.safetensors"].size() + kMiB / 2);
+  auto b = hubload::testing::ReadFileBytes(cache.path() / "models--org--m/blobs" / sha_b);
+  EXPECT_EQ(Sha(std::string(b.begin(), b.end())), sha_b);
+}
+
+TEST(Schedule, ThrottlingServerStillDeliversEveryFile) {
+  std::map<std::string, std::string> files;
+  std::vector<std::string> order;
+  for (int i = 0; i < 6; ++i) {
+    std::string p = "s" + std::to_string(i) + ".safetensors";
+    files[p] = Bytes(3 * kMiB, 20 + static_cast<uint32_t>(i));
+    order.push_back(p);
+  }
+  Repo r(files);
+  ASSERT_TRUE(r.hub);
+  r.hub->faults().SetStatusForNext("models--org--m", 429, 8, 0);  // the first 8 CDN requests: Retry-After 0
+  TempDir cache;
+  auto o = Opts(*r.hub, cache.str());
+  o.retry.max_retries = 10;
+  hubload::HubClient client(o);
+  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, order, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (auto& [p, data] : files) {
+    auto b = hubload::testing::ReadFileBytes(cache.path() / "models--org--m/blobs" / Sha(data));
+    EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data)) << p;
+  }
+}
+
+TEST(FileBytes, PrefixGrowsAndEndsWithTheSizeBeforeTheRenameIntoTheSameInode) {
+  // One ranged file (5 chunks) and one single-stream file (below a chunk).
+  std::map<std::string, std::string> files = {{"big.safetensors", Bytes(5 * kMiB - 3, 6)},
+                                              {"small.bin", Bytes(700000, 7)}};
+  Repo r(files);
+  ASSERT_TRUE(r.hub);
+  TempDir cache;
+  Recorder rec;
+  rec.blob_dir = cache.str() + "/models--org--m/blobs";
+  for (auto& [p, d] : files) rec.etags[p] = Sha(d);
+  hubload::DownloadCallbacks cb;
+  rec.Install(&cb);
+  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"big.safetensors", "small.bin"}, cb);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (auto& [p, data] : files) {
+    auto& calls = rec.calls[p];
+    ASSERT_FALSE(calls.empty()) << p;
+    uint64_t last = 0;
+    for (auto& c : calls) {
+      EXPECT_EQ(c.generation, 1u) << p;
+      EXPECT_EQ(c.size, data.size()) << p;
+      EXPECT_GE(c.contiguous, last) << p << ": the prefix never shrinks";
+      EXPECT_EQ(c.prefix_sha, Sha(data.substr(0, c.contiguous))) << p << ": the announced prefix is the file's";
+      EXPECT_FALSE(c.blob_existed) << p << ": announced before the rename";
+      last = c.contiguous;
+    }
+    EXPECT_EQ(calls.back().contiguous, data.size()) << p;
+    EXPECT_EQ(std::count_if(calls.begin(), calls.end(), [&](auto& c) { return c.contiguous == data.size(); }), 1)
+        << p << ": once with the whole size";
+    if (p == "big.safetensors") {
+      EXPECT_GE(calls.size(), 3u) << "announced as it lands, not only at the end";
+    }
+    struct stat blob;
+    ASSERT_EQ(::stat((rec.blob_dir + "/" + Sha(data)).c_str(), &blob), 0);
+    EXPECT_EQ(calls.back().ino, blob.st_ino) << p << ": the blob is the partial, renamed";
+    int fd = rec.fds[{p, 1}];
+    EXPECT_EQ(Sha(ReadFd(fd, data.size() + 10)), Sha(data)) << p << ": the old descriptor reads the final blob";
+  }
+  // Cached files are never announced.
+  Recorder again;
+  hubload::DownloadCallbacks cb2;
+  again.Install(&cb2);
+  int done = 0;
+  cb2.on_file_done = [&](const std::string&, const std::string&) { ++done; };
+  ASSERT_TRUE(client.DownloadFiles("org/m", r.commit, hubload::RepoType::kModel, {"big.safetensors", "small.bin"}, cb2)
+                  .ok());
+  EXPECT_EQ(done, 2);
+  EXPECT_TRUE(again.calls.empty());
+}
+
+TEST(FileBytes, RestartAfterAHashMismatchUsesANewInodeAndNeverRewritesTheOldOne) {
+  // A partial of unknown provenance (B02) holds 1 MiB of wrong bytes: the
+  // stream resumes after it, the hash check fails, and the download starts
+  // over in a new partial. What a reader saw of the first one never changes.
+  const std::string data = Bytes(3 * kMiB, 8);
+  Repo r({{"w.bin", data}});
+  ASSERT_TRUE(r.hub);
+  TempDir cache;
+  const std::string blobs = cache.str() + "/models--org--m/blobs";
+  fs::create_directories(blobs);
+  const std::string wrong(kMiB, '\xAA');
+  hubload::testing::WriteFileBytes(blobs + "/" + Sha(data) + ".incomplete", wrong);
+  Recorder rec;
+  rec.blob_dir = blobs;
+  rec.etags["w.bin"] = Sha(data);
+  hubload::DownloadCallbacks cb;
+  rec.Install(&cb);
+  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"w.bin"}, cb);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto& calls = rec.calls["w.bin"];
+  ASSERT_GE(calls.size(), 2u);
+  EXPECT_EQ(calls.front().generation, 1u);
+  EXPECT_EQ(calls.back().generation, 2u);
+  EXPECT_EQ(calls.back().contiguous, data.size());
+  ino_t first_ino = calls.front().ino, last_ino = calls.back().ino;
+  EXPECT_NE(first_ino, last_ino) << "the restart is a new file";
+  // Generation 1 carried the wrong prefix and the right rest; its bytes are
+  // still exactly what was announced (never truncated or rewritten).
+  auto g1 = std::make_pair(std::string("w.bin"), uint64_t{1});
+  std::string then = rec.seen[g1];
+  EXPECT_EQ(then.substr(0, kMiB), wrong);
+  EXPECT_EQ(ReadFd(rec.fds[g1], then.size() + 10), then);
+  uint64_t prev = 0, gen = 1;
+  for (auto& c : calls) {
+    if (c.generation != gen) {
+      EXPECT_EQ(c.generation, gen + 1);
+      gen = c.generation;
+      prev = 0;
+    }
+    EXPECT_GE(c.contiguous, prev);
+    prev = c.contiguous;
+  }
+  struct stat blob;
+  ASSERT_EQ(::stat((blobs + "/" + Sha(data)).c_str(), &blob), 0);
+  EXPECT_EQ(blob.st_ino, last_ino);
+  EXPECT_EQ(Sha(ReadFd(rec.fds[{"w.bin", 2}], data.size())), Sha(data));
+}
+
+TEST(FileBytes, RangedRestartAfterAHashMismatchUsesANewInode) {
+  // A ranged partial from an earlier run whose journal says chunk 0 is
+  // complete, with wrong bytes in it: the other chunks are fetched, the hash
+  // check fails, and the file is fetched again as one stream in a new file.
+  const std::string data = Bytes(4 * kMiB, 9);
+  Repo r({{"w.safetensors", data}});
+  ASSERT_TRUE(r.hub);
+  TempDir cache;
+  const std::string blobs = cache.str() + "/models--org--m/blobs";
+  {
+    hubload::RepoCache rc(cache.str(), "org/m", hubload::RepoType::kModel);
+    hubload::RangedBlobWriter::Options wo;
+    wo.size = data.size();
+    wo.chunk_bytes = kMiB;
+    auto w = hubload::RangedBlobWriter::Open(rc, Sha(data), wo);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    std::string wrong(kMiB, '\x55');
+    ASSERT_TRUE((*w)->Append(0, wrong.data(), wrong.size()).ok());
+    ASSERT_TRUE((*w)->FlushChunk(0).ok());
+  }  // destroyed: partial + journal stay
+  Recorder rec;
+  rec.blob_dir = blobs;
+  rec.etags["w.safetensors"] = Sha(data);
+  hubload::DownloadCallbacks cb;
+  rec.Install(&cb);
+  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"w.safetensors"}, cb);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto& calls = rec.calls["w.safetensors"];
+  ASSERT_GE(calls.size(), 2u);
+  EXPECT_EQ(calls.front().generation, 1u);
+  EXPECT_EQ(calls.back().generation, 2u);
+  EXPECT_NE(calls.front().ino, calls.back().ino);
+  auto g1 = std::make_pair(std::string("w.safetensors"), uint64_t{1});
+  EXPECT_EQ(ReadFd(rec.fds[g1], rec.seen[g1].size()), rec.seen[g1]);
+  EXPECT_EQ(rec.seen[g1].substr(0, kMiB), std::string(kMiB, '\x55'));
+  struct stat blob;
+  ASSERT_EQ(::stat((blobs + "/" + Sha(data)).c_str(), &blob), 0);
+  EXPECT_EQ(blob.st_ino, calls.back().ino);
+  auto b = hubload::testing::ReadFileBytes(blobs + "/" + Sha(data));
+  EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data));
+}
