@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "device/oracle.h"
 #include "hubload/reasons.h"
 #include "hubload/torch_loader.h"
+#include "loader/torch/internal.h"
 #include "testing/util.h"
 
 namespace hubload {
@@ -282,6 +284,25 @@ TEST(Convert, Unsigned64BeyondInt64NamesTheElementAcrossChunks) {
   EXPECT_EQ(t.status().code(), Code::kUnsupported);
   EXPECT_NE(t.status().message().find("element 450001"), std::string::npos) << t.status().message();
   EXPECT_NE(t.status().message().find("big_u64"), std::string::npos) << t.status().message();
+}
+
+// Heap bytes (the pickle path hands them over) are converted without touching them: only a file
+// mapping's pages may be dropped after conversion.
+TEST(Convert, HeapSourceBytesAreLeftIntact) {
+  std::vector<uint16_t> heap(4u << 20, 0x4040);  // 8 MiB of bf16 3.0: several chunks
+  safetensors::TensorInfo info;
+  info.name = "heap";
+  info.dtype = Dtype::BF16;
+  info.shape = {heap.size()};
+  info.end = heap.size() * 2;
+  LoadOptions o;
+  o.dtype = TargetDtype::kF32;
+  auto t = internal::TensorFromBytes(
+      info, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(heap.data()), heap.size() * 2), nullptr, o,
+      "heap");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->sum().item<double>(), 3.0 * heap.size());
+  EXPECT_TRUE(std::all_of(heap.begin(), heap.end(), [](uint16_t v) { return v == 0x4040; }));
 }
 
 TEST(LoadTensorFromFd, SameTensorsAsLoadTensorAndTheFilePositionUntouched) {
