@@ -1,31 +1,93 @@
-// Bounded worker pool (util/worker_pool.h).
+// The bounded worker pool (util/worker_pool.h) over boost::asio::thread_pool.
 #include "util/worker_pool.h"
 
 #include <algorithm>
-#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace hubload::util {
 
-void ParallelFor(size_t n, int workers, const std::function<bool()>& stop, const std::function<void(size_t)>& fn) {
-  if (n == 0) return;
-  std::atomic<size_t> next{0};
-  auto loop = [&] {
-    while (!(stop && stop())) {
-      size_t i = next.fetch_add(1);
-      if (i >= n) return;
-      fn(i);
+WorkerPool::WorkerPool(size_t threads)
+    : threads_(std::max<size_t>(threads, 1)), pool_(std::make_unique<boost::asio::thread_pool>(threads_)) {}
+
+WorkerPool::~WorkerPool() { pool_->join(); }  // join() lets queued tasks run (stop() would drop them)
+
+void WorkerPool::Post(std::function<void()> task) { boost::asio::post(*pool_, std::move(task)); }
+
+namespace {
+
+// Shared by the caller and the helpers. Items are claimed under `mu`; once
+// `closed` no item is claimed, so helpers that start late never touch `fn`.
+struct ForState {
+  size_t n = 0;
+  const std::function<void(size_t)>* fn = nullptr;
+  const std::function<bool()>* stop = nullptr;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t next = 0;     // guarded by mu
+  size_t running = 0;  // claimed and not yet returned; guarded by mu
+  bool closed = false;  // guarded by mu
+
+  bool Claim(size_t* i) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!closed && (next >= n || (*stop && (*stop)()))) closed = true;
+    if (closed) return false;
+    *i = next++;
+    ++running;
+    return true;
+  }
+  void Work() {
+    size_t i = 0;
+    while (Claim(&i)) {
+      (*fn)(i);
+      std::lock_guard<std::mutex> lock(mu);
+      --running;
+      cv.notify_all();
     }
-  };
-  size_t t = std::min<size_t>(n, static_cast<size_t>(std::max(1, workers)));
-  if (t == 1) {
-    loop();
+  }
+};
+
+}  // namespace
+
+void WorkerPool::ParallelFor(size_t n, size_t max_threads, const std::function<void(size_t)>& fn,
+                             const std::function<bool()>& stop) {
+  if (n == 0) return;
+  size_t helpers = max_threads == 0 ? size() : std::min(size(), max_threads - 1);
+  helpers = std::min(helpers, n - 1);
+  if (helpers == 0) {
+    for (size_t i = 0; i < n && !(stop && stop()); ++i) fn(i);
     return;
   }
-  boost::asio::thread_pool pool(t);
-  for (size_t k = 0; k < t; ++k) boost::asio::post(pool, loop);
-  pool.join();
+  auto state = std::make_shared<ForState>();
+  state->n = n;
+  state->fn = &fn;
+  state->stop = &stop;
+  for (size_t h = 0; h < helpers; ++h) Post([state] { state->Work(); });
+  state->Work();  // returns once nothing is left to claim (closed)
+  std::unique_lock<std::mutex> lock(state->mu);
+  state->cv.wait(lock, [&] { return state->running == 0; });
+}
+
+WorkerPool& WorkerPool::Shared() {
+  static WorkerPool* pool = [] {
+    const size_t hw = std::max(1u, std::thread::hardware_concurrency());
+    return new WorkerPool(std::clamp<size_t>(hw - 1, 1, 15));  // never destroyed: usable during exit
+  }();
+  return *pool;
+}
+
+void ParallelFor(size_t n, int workers, const std::function<bool()>& stop, const std::function<void(size_t)>& fn) {
+  if (n == 0) return;
+  const size_t t = std::min<size_t>(n, static_cast<size_t>(std::max(1, workers)));
+  if (t == 1) {
+    for (size_t i = 0; i < n && !(stop && stop()); ++i) fn(i);
+    return;
+  }
+  WorkerPool pool(t - 1);
+  pool.ParallelFor(n, t, fn, stop);
 }
 
 }  // namespace hubload::util

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "hubload/safetensors.h"
+#include "hubload/size.h"
 #include "hubload/status.h"
 
 namespace hubload {
@@ -55,17 +56,7 @@ struct Device {
   bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
-/// Parses a memory size as accelerate's convert_file_size_to_int: "10GB" =
-/// 10 * 10^9 bytes, "10GiB" = 10 * 2^30, units B/KB/MB/GB/TB and
-/// KiB/MiB/GiB/TiB (case-insensitive prefix), decimals allowed ("1.5GB" =
-/// 1,500,000,000; computed exactly, rounded down like accelerate's
-/// int(float * unit)), a plain integer is bytes, spaces around the number and
-/// unit are ignored. Stricter than accelerate: a decimal unit ending in a
-/// lowercase 'b' ("10Gb", "10gb", "100b"), which accelerate reads as *bits*,
-/// is refused as ambiguous; exponents, signs, fractional bytes and values
-/// >= 2^64 are refused. Errors: kInvalidArgument (reason InvalidMemorySize)
-/// naming the text and the accepted units. Thread-safe (pure).
-Result<uint64_t> ParseMemorySize(std::string_view text);
+// ParseMemorySize (sizes such as "10GB", "1.5GiB"): hubload/size.h, included above.
 
 /// Parses a max_memory spec "0=10GB,1=10GB,cpu=30GB" (keys: ordinals,
 /// "cuda:N", "cuda", "cpu", "disk"; sizes as ParseMemorySize) into

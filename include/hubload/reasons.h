@@ -53,6 +53,21 @@ inline constexpr std::string_view kVariantNotFound = "VariantNotFound";
 inline constexpr std::string_view kMissingShards = "MissingShards";
 /// Pickle (`.bin`) weights that hubload will not load.
 inline constexpr std::string_view kPickleUnsupported = "PickleUnsupported";
+/// A dtype name that is not auto/fp32/fp16/bf16 (ParseTargetDtype).
+inline constexpr std::string_view kInvalidDtype = "InvalidDtype";
+/// A tensor dtype the loader cannot represent or convert.
+inline constexpr std::string_view kUnsupportedDtype = "UnsupportedDtype";
+/// A tensor's bytes lie outside its file (or the file ends before them).
+inline constexpr std::string_view kTensorOutOfRange = "TensorOutOfRange";
+
+// ---- sizes and resharding (hubload/size.h, hubload/split.h) ----------------
+/// A size text outside the one size grammar (ParseMemorySize).
+inline constexpr std::string_view kInvalidMemorySize = "InvalidMemorySize";
+/// A size that parses but is not allowed where it is used (0 bytes, ...).
+inline constexpr std::string_view kInvalidSize = "InvalidSize";
+/// Two source files give one `__metadata__` key different values.
+inline constexpr std::string_view kMetadataConflict = "MetadataConflict";
+
 /// Internal: a Result was built from an OK Status.
 inline constexpr std::string_view kOkStatusAsError = "OkStatusAsError";
 

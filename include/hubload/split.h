@@ -1,35 +1,34 @@
 // hubload/split.h: the sharding plan of a state dict, exactly as
 // huggingface_hub's `split_state_dict_into_shards_factory` (serialization/_base.py)
-// and `parse_size_to_int` compute it (loading-semantics.md C.1, C.2). Torch-free:
-// it works on (name, nbytes, storage id) tuples, so it is testable by hand.
+// computes it (loading-semantics.md C.1, C.2), and the lossless byte-level
+// reshard of safetensors checkpoints built on it. Torch-free: the split works on
+// (name, nbytes, storage id) tuples, so it is testable by hand.
 //
-// Thread safety: pure functions on values; call from any thread.
+// Thread safety: the split functions are pure; ReshardCheckpoint touches only
+// the files it names (see there).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "hubload/safetensors.h"
 #include "hubload/status.h"
 
 namespace hubload {
 
-/// huggingface_hub `parse_size_to_int`: strips whitespace, the last two
-/// characters (upper-cased) must be KB, MB, GB or TB (decimal: 10^3 .. 10^12),
-/// the rest is a decimal number (fractions allowed: "1.5GB"); the result is
-/// truncated toward zero: "5GB" = 5,000,000,000 bytes.
-/// Stricter than Python: negative, NaN and infinite values are refused.
-/// Errors: kInvalidArgument (reason InvalidSize) naming the text and the rule
-/// ("KiB", "10B", "abc", "" are refused as in huggingface_hub).
-Result<uint64_t> ParseSizeToInt(std::string_view text);
-
-/// A max_shard_size given on a command line: plain digits = bytes (like passing
-/// an int to huggingface_hub), anything else goes through ParseSizeToInt.
-/// Errors: those of ParseSizeToInt; 0 is refused.
+/// A max_shard_size as given on a command line or in SaveOptions: the one size
+/// grammar of hubload/size.h (ParseMemorySize: "10GB" = 10*10^9 bytes, as
+/// huggingface_hub's parse_size_to_int; "10GiB" = 10*2^30; plain digits =
+/// bytes, like passing an int to huggingface_hub; "10Gb" refused as bits).
+/// Errors: those of ParseMemorySize (reason InvalidMemorySize); 0 bytes is
+/// refused (reason InvalidSize). Both quote the text.
 Result<uint64_t> ParseMaxShardSize(std::string_view text);
 
 /// One state-dict entry for the split.
@@ -82,5 +81,95 @@ std::string IndexFilename(const std::string& weights_name, const std::string& va
 /// or max_shard_size == 0.
 Result<StateDictSplit> SplitStateDict(const std::vector<SplitEntry>& entries, uint64_t max_shard_size,
                                       const std::string& filename_pattern);
+
+// ---------------------------------------------------------------------------
+// Lossless resharding (`hubload reshard`).
+
+/// The bytes a tensor is stored with after a conversion; `owner` keeps `data` alive.
+struct ConvertedTensorBytes {
+  std::shared_ptr<const void> owner;
+  const uint8_t* data = nullptr;
+  uint64_t nbytes = 0;
+};
+
+/// Converts tensor `info` of `file` to dtype `to` (a fresh buffer of
+/// to-sized elements, same shape); errors are returned as they are.
+using TensorBytesConverter = std::function<Result<ConvertedTensorBytes>(
+    const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info, safetensors::Dtype to)>;
+
+struct ReshardOptions {
+  /// huggingface_hub max_shard_size in bytes (> 0): a shard's tensor bytes stay
+  /// within it unless one tensor alone is larger (then it is a shard of its own).
+  uint64_t max_shard_size = 10'000'000'000ull;
+  /// Output weights-name stem; "" = the source's when it is
+  /// "diffusion_pytorch_model", else "model".
+  std::string weights_name;
+  /// Output variant ("" = none), as ShardFilenamePattern / IndexFilename.
+  std::string variant;
+  /// nullopt (default): every tensor keeps its dtype and bytes exactly as
+  /// stored, whatever the dtype (U16, U64, F8_*, F4 ...). F32, F16 or BF16:
+  /// every floating tensor (IsFloatingDtype) of another dtype is stored as that
+  /// dtype, through `convert`; other tensors are copied as stored.
+  std::optional<safetensors::Dtype> float_dtype;
+  /// Required with float_dtype (the CLI passes LibTorch's LoadTensor).
+  TensorBytesConverter convert;
+};
+
+/// A resolved source checkpoint (local files), e.g. from the load driver's
+/// fetch plan (`hubload reshard` resolves SRC as `hubload load` does).
+struct ReshardSource {
+  /// Weights files in load order (index order) or the single file; local paths.
+  std::vector<std::string> files;
+  /// The index file when sharded (every file is checked against it), "" otherwise.
+  std::string index_file;
+  /// The source's weights-name stem ("model", "diffusion_pytorch_model"): the
+  /// default output name.
+  std::string weights_name;
+};
+
+/// What ReshardCheckpoint wrote (basenames inside the output folder).
+struct ReshardResult {
+  std::vector<std::string> files;  // shard order
+  std::string index_file;          // "" when the output is one file
+  uint64_t total_size = 0;         // tensor bytes written
+  std::vector<std::string> removed_stale;
+};
+
+/// Rewrites the checkpoint `src` into `out_dir` (created if needed), byte for
+/// byte: a safetensors-level operation that needs no LibTorch.
+///  - Split: SplitStateDict over every tensor in load order (files in `src`
+///    order, tensors in file order), sized by their bytes as stored (as
+///    converted with float_dtype), names from ShardFilenamePattern; inside a
+///    file tensors in the safetensors writer order (SerializeHeader). A
+///    checkpoint without tensors still gives one (empty) file.
+///  - `__metadata__` of the sources is kept in every output file (one merged
+///    map; "format": "pt" added when absent). A key that two source files give
+///    different values is an error (kInvalidFormat, reason MetadataConflict)
+///    naming the key, both values and both files. With one output file the
+///    source index's metadata (but total_size) joins it, as huggingface_hub's
+///    save_torch_state_dict does (non-string values as compact JSON; a
+///    conflict with a file's value is the same error).
+///  - The index (only with more than one output file, written last, indent 2):
+///    `metadata` = total_size of the output, then the source index's other
+///    metadata values unchanged (JSON values kept as they are), or, for a
+///    single-file source, its `__metadata__` but "format" (so that alias
+///    entries `removed -> kept` still restore); `weight_map` sorted by name.
+///  - Every file goes to a temp name, is fsync'ed and renamed; then stale files
+///    of the output weights name and variant are removed as SaveSharded does
+///    (B27). `out_dir` may be the source folder: mapped sources stay readable.
+///  - Memory: source bytes are written from read-only mappings whose pages are
+///    released as they are written (about one 64 MiB piece resident at a time);
+///    converted tensors of one output file are held until it is written.
+/// Errors: kInvalidArgument (no file, max_shard_size 0, float_dtype not
+/// F32/F16/BF16 or without `convert`, bad variant or weights name); those of
+/// ReadIndex, SafetensorsFile::Open, CheckShardAgainstIndex, SplitStateDict (a
+/// tensor in two files: DuplicateTensor) and the writer (kDiskFull, kIOError);
+/// kUnsupported (reason UnsupportedDtype) for a floating tensor float_dtype
+/// cannot reach (F4, F6_*, F8_*FNUZ), naming it; the converter's errors
+/// (annotated with the file and tensor).
+/// Thread safety: touches only `src`'s files and `out_dir`; concurrent calls
+/// on distinct output folders are fine.
+Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::string& out_dir,
+                                        const ReshardOptions& options);
 
 }  // namespace hubload

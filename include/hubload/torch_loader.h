@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "hubload/dtype_policy.h"
 #include "hubload/load.h"
 #include "hubload/resolve.h"
 #include "hubload/safetensors.h"
@@ -36,21 +37,15 @@ namespace hubload {
 /// An ordered state dict: (tensor name, tensor) in file / insertion order.
 using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
 
-// TargetDtype, ParseTargetDtype and LoadOptions: hubload/load.h (torch-free).
+// TargetDtype, ParseTargetDtype and LoadOptions: hubload/load.h (torch-free);
+// the dtype policy as a table over safetensors dtypes (LoadedSafetensorsDtype,
+// AddDtypeConversions for report warnings): hubload/dtype_policy.h.
 
-/// How each checkpoint dtype becomes a LibTorch dtype (no target conversion):
-///  BOOL U8 I8 I16 I32 I64 F16 BF16 F32 F64 C64: the same dtype, zero-copy when aligned.
-///  F8_E4M3 (OCP E4M3FN), F8_E5M2 (OCP E5M2 = IEEE-style), F8_E8M0 (OCP E8M0,
-///   scale 2^(e-127), 0xFF = NaN): decoded exactly to bfloat16 under kAuto
-///   (every value of these formats is exactly representable in bf16), or to
-///   the target floating dtype (exact for fp32 and bf16; fp16 rounds to
-///   nearest-even where E8M0 exceeds its range).
-///  U16 -> int32, U32 -> int64 (exact widening; LibTorch 1.13 has no unsigned
-///   types beyond uint8).
-///  U64 -> int64 only when every value is < 2^63, else kUnsupported naming the tensor.
-///  F4, F6_E2M3, F6_E3M2, F8_E4M3FNUZ, F8_E5M2FNUZ: kUnsupported naming the tensor.
-/// Returns the LibTorch dtype a tensor of checkpoint dtype `d` gets under `options`
-/// when it is called `name` (keep_in_fp32 applied), or kUnsupported.
+/// The LibTorch dtype of LoadedSafetensorsDtype(d, name, options) (see there:
+/// BOOL U8 I8 I16 I32 I64 F16 BF16 F32 F64 C64 as stored; F8_E4M3/F8_E5M2/
+/// F8_E8M0 decoded exactly to bfloat16 under kAuto or to the target floating
+/// dtype; U16 -> int32, U32 -> int64, U64 -> int64 when every value is < 2^63;
+/// F4, F6_*, F8_*FNUZ: kUnsupported naming the tensor).
 Result<at::ScalarType> LoadedDtype(safetensors::Dtype d, const std::string& name, const LoadOptions& options);
 
 /// One tensor of an opened file as a LibTorch CPU tensor. Zero-copy view of the
@@ -59,9 +54,37 @@ Result<at::ScalarType> LoadedDtype(safetensors::Dtype d, const std::string& name
 /// otherwise a fresh contiguous tensor. Zero-copy tensors are READ-ONLY memory
 /// (the mapping is PROT_READ): writing to them faults — use force_copy (or
 /// ModuleLoadMode::kCopy) for tensors that will be modified in place.
-/// Errors: kUnsupported (dtype), kInvalidFormat (info not from this file).
+///
+/// A fresh tensor (conversion, copy) gets the dtype of hubload/dtype_policy.h,
+/// with the bits LibTorch's own `.to()` gives: widening to f32 exact, f32 -> f16
+/// / bf16 round to nearest even, f64 via f32 (as c10), NaN kept as NaN (f16
+/// sign|0x7E00, bf16 0x7FC0, f16 -> f32 keeps sign and payload); in 1 MiB chunks of source
+/// bytes on the calling thread plus the shared worker pool (every core);
+/// tensors from 2 MiB up live on transparent-huge-page memory (an anonymous
+/// mapping freed with the tensor's storage; 4 KiB pages where the kernel's THP
+/// mode is "never"). The source pages of the mapping are released from the
+/// process once converted (the file stays in the page cache), so peak memory is
+/// about the output plus a chunk per thread.
+/// Errors: kUnsupported (dtype; U64 value >= 2^63), kInvalidFormat (reason
+/// TensorOutOfRange: info not from this file), kInternal (LibTorch).
 Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info,
                               const LoadOptions& options);
+
+/// LoadTensor for a tensor whose bytes are read from an open file descriptor
+/// (e.g. a partial download whose header and this tensor's bytes have landed):
+/// `offset` is the absolute file offset of the tensor's first byte
+/// (header.data_start + info.begin), info.nbytes() bytes are read with pread
+/// (the descriptor's file position is not used or moved). Same dtype policy as
+/// LoadTensor; the result is always a fresh contiguous CPU tensor (huge pages
+/// from 2 MiB up), converted in 1 MiB chunks on the calling thread plus the
+/// shared worker pool; no byte of the file is mapped. `label` names the file
+/// in errors. Thread-safe (concurrent calls on one descriptor are fine).
+/// Errors: kInvalidArgument (fd < 0, offset + size overflows, info's byte
+/// count does not match its shape), kIOError (pread failed), kInvalidFormat
+/// (reason TensorOutOfRange: the file ends before the tensor's last byte),
+/// kUnsupported (dtype; U64 value >= 2^63), kInternal (LibTorch).
+Result<at::Tensor> LoadTensorFromFd(int fd, uint64_t offset, const safetensors::TensorInfo& info,
+                                    const LoadOptions& options, const std::string& label);
 
 /// Every tensor of `file`, in file order (by data offset).
 Result<StateDict> LoadTensors(const safetensors::SafetensorsFile& file, const LoadOptions& options);
@@ -180,7 +203,8 @@ StateDict ModuleStateDict(torch::nn::Module& module, const std::vector<std::stri
 // Saving.
 
 struct SaveOptions {
-  /// Bytes, or a huggingface_hub size string ("10GB" = 10^10 bytes, decimal units).
+  /// Bytes, or a size text in the one grammar of hubload/size.h ("10GB" =
+  /// 10^10 bytes, as huggingface_hub; "10GiB" = 10*2^30; "10Gb" refused).
   std::variant<uint64_t, std::string> max_shard_size = std::string("10GB");
   std::string variant;
   /// Weights-name stem: "model" (transformers) or "diffusion_pytorch_model" (diffusers).
@@ -213,7 +237,7 @@ struct SaveResult {
 /// `{stem}.safetensors`, `{stem}-NNNNN-of-NNNNN.safetensors` and the index name
 /// (stem = weights name with the variant), when not part of this save. Other
 /// variants' files and unrelated files are never touched (B27).
-/// Errors: kInvalidArgument (bad size string, names), kUnsupported (dtype
+/// Errors: kInvalidArgument (bad size text (ParseMaxShardSize), names), kUnsupported (dtype
 /// without a safetensors equivalent, e.g. quantized), kDiskFull, kIOError.
 Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& dir, const SaveOptions& options);
 

@@ -3,6 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,5 +54,30 @@ Status FormatError(std::string_view reason, std::string_view label, std::string_
 /// A Status for a failed syscall on `path` (errno `err`): kNotFound for ENOENT,
 /// kDiskFull for ENOSPC/EDQUOT/EFBIG, kIOError otherwise.
 Status ErrnoStatus(int err, const std::string& what, const std::string& path);
+
+/// write(2) of all `n` bytes (EINTR and short writes handled). Errors: ErrnoStatus("write", path).
+Status WriteAll(int fd, const void* data, uint64_t n, const std::string& path);
+
+/// Writes `path` atomically (the protocol of WriteFile): a temp file
+/// "<path>.tmp.XXXXXX" (mode 0644) in the same folder receives `prefix`, then
+/// whatever `body(fd, tmp_path)` writes at the file position; it is fsync'ed
+/// and renamed over `path`, then the folder is fsync'ed. On any error (body's
+/// included) the temp file is removed and `path` is untouched.
+Status WriteAtomically(const std::string& path, std::string_view prefix,
+                       const std::function<Status(int fd, const std::string& tmp)>& body);
+
+/// Writes the index of a sharded save atomically and durably (util::AtomicWriteFile):
+/// {"metadata": {"total_size": N, <metadata but total_size>}, "weight_map": {tensor: file}}
+/// with indent 2 and a final newline (huggingface_hub save_torch_state_dict).
+Status WriteShardIndex(const std::string& path, uint64_t total_size, const nlohmann::ordered_json& metadata,
+                       const std::map<std::string, std::string>& weight_map);
+
+/// Removes from `dir` the files of exactly this weights name and variant that a
+/// sharded save did not write (`keep`): `{stem}.safetensors`,
+/// `{stem}-NNNNN-of-NNNNN.safetensors` and the index name (stem = weights name
+/// with the variant; B27); an index goes first, so no index names deleted
+/// shards. Returns the removed basenames. Other files are never touched.
+std::vector<std::string> RemoveStaleShardFiles(const std::string& dir, const std::string& weights_name,
+                                               const std::string& variant, const std::set<std::string>& keep);
 
 }  // namespace hubload::safetensors::internal

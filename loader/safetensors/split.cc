@@ -1,32 +1,16 @@
-// huggingface_hub's shard split and size parsing (loading-semantics.md C.1, C.2).
+// huggingface_hub's shard split (loading-semantics.md C.1, C.2).
 #include "hubload/split.h"
 
-#include <cctype>
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <set>
 #include <unordered_map>
 
+#include "hubload/reasons.h"
 #include "hubload/resolve.h"
+#include "hubload/size.h"
 
 namespace hubload {
 namespace {
-
-Status SizeError(std::string_view text, const std::string& why) {
-  return Status(Code::kInvalidArgument,
-                "invalid size '" + std::string(text) + "': " + why +
-                    " (expected a number followed by KB, MB, GB or TB, decimal units: 5GB = 5*10^9 bytes)",
-                "InvalidSize");
-}
-
-std::string Trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 std::string FormatSuffix(const std::string& pattern, const std::string& suffix) {
   auto pos = pattern.find("{suffix}");
@@ -35,46 +19,11 @@ std::string FormatSuffix(const std::string& pattern, const std::string& suffix) 
 
 }  // namespace
 
-Result<uint64_t> ParseSizeToInt(std::string_view text) {
-  std::string s = Trim(text);
-  if (s.size() < 2) return SizeError(text, "no unit");
-  std::string unit = s.substr(s.size() - 2);
-  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  double mult;
-  if (unit == "KB") mult = 1e3;
-  else if (unit == "MB") mult = 1e6;
-  else if (unit == "GB") mult = 1e9;
-  else if (unit == "TB") mult = 1e12;
-  else return SizeError(text, "unit '" + unit + "' not supported");
-  std::string num = Trim(std::string_view(s).substr(0, s.size() - 2));
-  if (num.empty()) return SizeError(text, "no number");
-  // Python float(): decimal digits, '.', exponent, sign. Refuse hex and words.
-  for (char c : num) {
-    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'))
-      return SizeError(text, "'" + num + "' is not a number");
-  }
-  errno = 0;
-  char* end = nullptr;
-  double value = std::strtod(num.c_str(), &end);
-  if (end != num.c_str() + num.size()) return SizeError(text, "'" + num + "' is not a number");
-  if (!std::isfinite(value) || value < 0) return SizeError(text, "the size must be finite and not negative");
-  double bytes = value * mult;
-  if (bytes >= 18446744073709551616.0) return SizeError(text, "too large");
-  return static_cast<uint64_t>(bytes);  // truncation, as Python int()
-}
-
 Result<uint64_t> ParseMaxShardSize(std::string_view text) {
-  std::string s = Trim(text);
-  bool digits = !s.empty();
-  for (char c : s) digits = digits && std::isdigit(static_cast<unsigned char>(c));
-  uint64_t v = 0;
-  if (digits) {
-    if (s.size() > 19) return SizeError(text, "too large");
-    v = std::strtoull(s.c_str(), nullptr, 10);
-  } else {
-    HUBLOAD_ASSIGN_OR_RETURN(v, ParseSizeToInt(s));
-  }
-  if (v == 0) return SizeError(text, "max_shard_size must be at least 1 byte");
+  HUBLOAD_ASSIGN_OR_RETURN(uint64_t v, ParseMemorySize(text));
+  if (v == 0)
+    return Status(Code::kInvalidArgument, "invalid max_shard_size '" + std::string(text) + "': must be at least 1 byte",
+                  std::string(reason::kInvalidSize));
   return v;
 }
 
@@ -94,7 +43,8 @@ Result<StateDictSplit> SplitStateDict(const std::vector<SplitEntry>& entries, ui
   if (first == std::string::npos || filename_pattern.find("{suffix}", first + 1) != std::string::npos)
     return Status(Code::kInvalidArgument,
                   "filename pattern '" + filename_pattern + "' must contain '{suffix}' exactly once", "InvalidPattern");
-  if (max_shard_size == 0) return Status(Code::kInvalidArgument, "max_shard_size must be > 0", "InvalidSize");
+  if (max_shard_size == 0)
+    return Status(Code::kInvalidArgument, "max_shard_size must be > 0", std::string(reason::kInvalidSize));
   std::set<std::string> names;
   for (const auto& e : entries) {
     if (e.name.empty()) return Status(Code::kInvalidArgument, "state dict entry with an empty name", "InvalidName");

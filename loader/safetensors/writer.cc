@@ -106,7 +106,7 @@ Result<std::string> SerializeHeader(std::vector<TensorToWrite>* tensors,
   return out;
 }
 
-namespace {
+namespace internal {
 
 Status WriteAll(int fd, const void* data, uint64_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
@@ -115,7 +115,7 @@ Status WriteAll(int fd, const void* data, uint64_t n, const std::string& path) {
     ssize_t w = ::write(fd, p, chunk);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return internal::ErrnoStatus(errno, "write", path);
+      return ErrnoStatus(errno, "write", path);
     }
     p += w;
     n -= static_cast<uint64_t>(w);
@@ -123,49 +123,45 @@ Status WriteAll(int fd, const void* data, uint64_t n, const std::string& path) {
   return Status::Ok();
 }
 
+namespace {
 std::string DirOf(const std::string& path) {
   auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
 }
-
 }  // namespace
 
-Status WriteFile(const std::string& path, std::vector<TensorToWrite> tensors,
-                 const std::map<std::string, std::string>& metadata) {
-  auto serialized = SerializeHeader(&tensors, metadata);
-  if (!serialized.ok()) return serialized.status().WithPrefix(path);
-  std::string prefix = std::move(serialized).value();
+Status WriteAtomically(const std::string& path, std::string_view prefix,
+                       const std::function<Status(int fd, const std::string& tmp)>& body) {
   std::string tmpl = path + ".tmp.XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   int fd = ::mkostemp(buf.data(), O_CLOEXEC);
-  if (fd < 0) return internal::ErrnoStatus(errno, "create temp file", path);
+  if (fd < 0) return ErrnoStatus(errno, "create temp file", path);
   std::string tmp(buf.data());
   auto fail = [&](Status st) {
     ::close(fd);
     ::unlink(tmp.c_str());
     return st;
   };
-  if (::fchmod(fd, 0644) != 0) return fail(internal::ErrnoStatus(errno, "fchmod", tmp));
+  if (::fchmod(fd, 0644) != 0) return fail(ErrnoStatus(errno, "fchmod", tmp));
   Status st = WriteAll(fd, prefix.data(), prefix.size(), tmp);
   if (!st.ok()) return fail(st);
-  for (const auto& t : tensors) {
-    if (t.nbytes == 0) continue;
-    st = WriteAll(fd, t.data, t.nbytes, tmp);
+  if (body) {
+    st = body(fd, tmp);
     if (!st.ok()) return fail(st);
   }
-  if (::fsync(fd) != 0) return fail(internal::ErrnoStatus(errno, "fsync", tmp));
+  if (::fsync(fd) != 0) return fail(ErrnoStatus(errno, "fsync", tmp));
   if (::close(fd) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    return internal::ErrnoStatus(e, "close", tmp);
+    return ErrnoStatus(e, "close", tmp);
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
-    return internal::ErrnoStatus(e, "rename to " + path, tmp);
+    return ErrnoStatus(e, "rename to " + path, tmp);
   }
   int dfd = ::open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
@@ -173,6 +169,21 @@ Status WriteFile(const std::string& path, std::vector<TensorToWrite> tensors,
     ::close(dfd);
   }
   return Status::Ok();
+}
+
+}  // namespace internal
+
+Status WriteFile(const std::string& path, std::vector<TensorToWrite> tensors,
+                 const std::map<std::string, std::string>& metadata) {
+  auto serialized = SerializeHeader(&tensors, metadata);
+  if (!serialized.ok()) return serialized.status().WithPrefix(path);
+  return internal::WriteAtomically(path, *serialized, [&](int fd, const std::string& tmp) {
+    for (const auto& t : tensors) {
+      if (t.nbytes == 0) continue;
+      HUBLOAD_RETURN_IF_ERROR(internal::WriteAll(fd, t.data, t.nbytes, tmp));
+    }
+    return Status::Ok();
+  });
 }
 
 }  // namespace hubload::safetensors

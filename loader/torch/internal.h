@@ -29,8 +29,12 @@ std::optional<at::ScalarType> NativeScalarType(safetensors::Dtype d);
 /// of tensor `info` as a CPU tensor under `options` (dtype policy,
 /// keep_in_fp32, force_copy); zero-copy views keep `keepalive` alive.
 /// `label` names the file in errors. Shared by the safetensors and pickle paths.
+/// `in_file_mapping`: the bytes lie in a read-only MAP_SHARED file mapping
+/// (safetensors::MappedFile), whose pages a conversion may then drop from the
+/// process once converted; NEVER set it for heap or anonymous memory (dropping
+/// those pages would zero them).
 Result<at::Tensor> TensorFromBytes(const safetensors::TensorInfo& info, std::span<const uint8_t> bytes,
                                    std::shared_ptr<const void> keepalive, const LoadOptions& options,
-                                   const std::string& label);
+                                   const std::string& label, bool in_file_mapping = false);
 
 }  // namespace hubload::internal

@@ -1,8 +1,9 @@
-// `hubload inspect` run as a subprocess on real and bad files.
+// `hubload inspect` and `hubload reshard` run as subprocesses on real and bad files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "safetensors/independent.h"
 #include "testing/util.h"
@@ -94,6 +95,59 @@ TEST(HubloadInspect, BadFileFailsWithOneLine) {
     EXPECT_NE(err.find(p.string()), std::string::npos) << err;
     EXPECT_TRUE(out.empty()) << out;
   }
+}
+
+// `hubload reshard` with the default --dtype auto: a real file with U16/U32/F64/I8 tensors and a
+// custom __metadata__ comes back byte for byte (the loader would widen U16/U32; reshard must not).
+TEST(HubloadReshard, RealFileKeepsEveryDtypeAndItsMetadata) {
+  auto root = SharedDataDir();
+  if (root.empty()) GTEST_SKIP() << "shared data absent";
+  auto p = root / "safetensors/huggingface__safetensors__overall.safetensors";
+  RawHeader src = DecodeRaw(ReadFileBytes(p));
+  ASSERT_TRUE(src.ok);
+  TempDir tmp;
+  std::string out, err;
+  ASSERT_EQ(RunCommand(Q(Bin()) + " reshard " + Q(p.string()) + " " + Q(tmp.str()) + " --max-shard-size 0.1KiB", &out,
+                       &err),
+            0)
+      << out << err;
+  EXPECT_NE(out.find("wrote model.safetensors.index.json"), std::string::npos) << out;
+  auto index = nlohmann::json::parse(ReadFileBytes(tmp.path() / "model.safetensors.index.json"));
+  std::set<std::string> files;
+  for (auto& [name, file] : index.at("weight_map").items()) files.insert(file.get<std::string>());
+  ASSERT_GT(files.size(), 1u);
+  auto src_bytes = ReadFileBytes(p);
+  size_t seen = 0;
+  for (const auto& f : files) {
+    auto bytes = ReadFileBytes(tmp.path() / f);
+    RawHeader h = DecodeRaw(bytes);
+    ASSERT_TRUE(h.ok) << f;
+    auto meta = src.metadata;
+    meta["format"] = "pt";
+    EXPECT_EQ(h.metadata, meta) << f;
+    for (const auto& [name, t] : h.tensors) {
+      SCOPED_TRACE(name);
+      const RawTensor& s = src.tensors.at(name);
+      EXPECT_EQ(t.dtype, s.dtype);
+      EXPECT_EQ(t.shape, s.shape);
+      ASSERT_EQ(t.end - t.begin, s.end - s.begin);
+      EXPECT_TRUE(std::equal(bytes.begin() + 8 + h.n + t.begin, bytes.begin() + 8 + h.n + t.end,
+                             src_bytes.begin() + 8 + src.n + s.begin));
+      ++seen;
+    }
+  }
+  EXPECT_EQ(seen, src.tensors.size());
+  EXPECT_TRUE(std::any_of(src.tensors.begin(), src.tensors.end(), [](const auto& kv) { return kv.second.dtype == "U16"; }));
+  // The one size grammar: 1GiB is 2^30 bytes, a lowercase b reads as bits and is refused, quoting the text.
+  ASSERT_EQ(RunCommand(Q(Bin()) + " reshard " + Q(p.string()) + " " + Q(tmp.str() + "/one") + " --max-shard-size 1GiB",
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("wrote model.safetensors\n"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(Q(Bin()) + " reshard " + Q(p.string()) + " " + Q(tmp.str() + "/two") + " --max-shard-size 1Gb",
+                       &out, &err),
+            1);
+  EXPECT_NE(err.find("'1Gb'"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Split plan and size parsing vs. values worked out by hand from
-// huggingface_hub's split_state_dict_into_shards_factory / parse_size_to_int.
+// huggingface_hub's split_state_dict_into_shards_factory / parse_size_to_int and the size grammar.
 #include <gtest/gtest.h>
 
 #include "hubload/split.h"
@@ -15,33 +15,39 @@ StateDictSplit MustSplit(const std::vector<SplitEntry>& e, uint64_t max, const s
   return r.ok() ? *r : StateDictSplit{};
 }
 
-TEST(ParseSizeToInt, DecimalUnitsAsHub) {
-  EXPECT_EQ(*ParseSizeToInt("5GB"), 5000000000ull);
-  EXPECT_EQ(*ParseSizeToInt("10GB"), 10000000000ull);
-  EXPECT_EQ(*ParseSizeToInt("1.5GB"), 1500000000ull);
-  EXPECT_EQ(*ParseSizeToInt(" 10 KB "), 10000ull);
-  EXPECT_EQ(*ParseSizeToInt("20mb"), 20000000ull);
-  EXPECT_EQ(*ParseSizeToInt("5Gb"), 5000000000ull);  // unit upper-cased, as hub
-  EXPECT_EQ(*ParseSizeToInt("1TB"), 1000000000000ull);
-  EXPECT_EQ(*ParseSizeToInt("1e3KB"), 1000000ull);
-  EXPECT_EQ(*ParseSizeToInt("2.0000005KB"), 2000ull);  // 2000.0005 truncated
+// The one size grammar (hubload/size.h) as --max-shard-size / SaveOptions read it: the decimal
+// units mean what huggingface_hub's parse_size_to_int makes of them, binary units are 2^10 steps.
+TEST(ParseMaxShardSize, DecimalAsHubBinaryAsIec) {
+  EXPECT_EQ(*ParseMaxShardSize("5GB"), 5'000'000'000ull);
+  EXPECT_EQ(*ParseMaxShardSize("10GB"), 10'000'000'000ull);
+  EXPECT_EQ(*ParseMaxShardSize("1.5GB"), 1'500'000'000ull);
+  EXPECT_EQ(*ParseMaxShardSize(" 10 KB "), 10'000ull);
+  EXPECT_EQ(*ParseMaxShardSize("20MB"), 20'000'000ull);
+  EXPECT_EQ(*ParseMaxShardSize("1TB"), 1'000'000'000'000ull);
+  EXPECT_EQ(*ParseMaxShardSize("10GiB"), 10ull * 1024 * 1024 * 1024);
+  EXPECT_EQ(*ParseMaxShardSize("10KiB"), 10'240ull);
+  EXPECT_EQ(*ParseMaxShardSize("1.5MiB"), 1'572'864ull);
+  EXPECT_EQ(*ParseMaxShardSize("2.0000005KB"), 2000ull);  // 2000.0005 rounded down
+  EXPECT_EQ(*ParseMaxShardSize("1000"), 1000ull);          // digits are bytes
+  EXPECT_EQ(*ParseMaxShardSize("100B"), 100ull);
 }
 
-TEST(ParseSizeToInt, RefusesWhatHubRefuses) {
-  for (const char* bad : {"1KiB", "5GiB", "10B", "10", "abc", "", "GB", "-1GB", "nanGB", "infGB", "0x10KB", "1 0KB"}) {
-    auto r = ParseSizeToInt(bad);
-    ASSERT_FALSE(r.ok()) << bad;
+TEST(ParseMaxShardSize, RefusesBitsZeroAndJunkQuotingTheText) {
+  for (const char* bad : {"5Gb", "20mb", "100b", "abc", "", "GB", "-1GB", "1e3KB", "nanGB", "0x10KB", "1 0KB",
+                          "10XB", "1.5"}) {
+    auto r = ParseMaxShardSize(bad);
+    ASSERT_FALSE(r.ok()) << bad << " parsed as " << *r;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad;
-    EXPECT_EQ(r.status().reason(), "InvalidSize") << bad;
+    EXPECT_EQ(r.status().reason(), "InvalidMemorySize") << bad;
     EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos) << r.status().message();
   }
-}
-
-TEST(ParseMaxShardSize, DigitsAreBytes) {
-  EXPECT_EQ(*ParseMaxShardSize("1000"), 1000ull);
-  EXPECT_EQ(*ParseMaxShardSize("2MB"), 2000000ull);
-  EXPECT_FALSE(ParseMaxShardSize("0").ok());
-  EXPECT_FALSE(ParseMaxShardSize("0KB").ok());
+  EXPECT_NE(ParseMaxShardSize("5Gb").status().message().find("bits"), std::string::npos);
+  for (const char* zero : {"0", "0KB", "0.0001B"}) {
+    auto r = ParseMaxShardSize(zero);
+    ASSERT_FALSE(r.ok()) << zero;
+    EXPECT_EQ(r.status().reason(), "InvalidSize") << zero;
+    EXPECT_NE(r.status().message().find(std::string("'") + zero + "'"), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(SplitNames, PatternsAndIndex) {

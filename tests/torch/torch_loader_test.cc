@@ -626,11 +626,13 @@ TEST(Cli, ReshardThenLoadJsonMatchesRawBytes) {
   rc = testing::RunCommand(Cli() + " load '" + dir.str() + "/nothing-here'", &out, &err);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("nothing-here"), std::string::npos) << err;
+  // The one size grammar: a lowercase 'b' reads as bits and is refused, quoting the text.
   rc = testing::RunCommand(Cli() + " reshard '" + src.string() + "' '" + dir.str() +
-                               "/x' --max-shard-size 5GiB",
+                               "/x' --max-shard-size 5Gb",
                            &out, &err);
   EXPECT_EQ(rc, 1);
-  EXPECT_NE(err.find("5GiB"), std::string::npos) << err;
+  EXPECT_NE(err.find("'5Gb'"), std::string::npos) << err;
+  EXPECT_NE(err.find("bits"), std::string::npos) << err;
 }
 
 TEST(Cli, LoadDtypeAndKeepInFp32) {

@@ -11,6 +11,7 @@
 #include "util/digest.h"
 #include "util/file_io.h"
 #include "util/hex.h"
+#include "util/text.h"
 #include "util/utf8.h"
 
 namespace hubload::util {
@@ -170,6 +171,16 @@ TEST(StatusDiscipline, AnnotateFillsOnlyEmptyFields) {
   EXPECT_EQ(a.context().file, "blobs/abc");
   EXPECT_TRUE(a.Is("IOError"));
   EXPECT_FALSE(Status::Ok().Is(""));
+}
+
+TEST(Text, TrimBlanksAndDigits) {
+  EXPECT_EQ(TrimBlanks(" \t10 GB\t "), "10 GB");
+  EXPECT_EQ(TrimBlanks("   "), "");
+  EXPECT_EQ(TrimBlanks("\nx"), "\nx");  // only spaces and tabs
+  EXPECT_TRUE(AllDigits("0123456789"));
+  EXPECT_FALSE(AllDigits(""));
+  EXPECT_FALSE(AllDigits("12a"));
+  EXPECT_FALSE(AllDigits("-1"));
 }
 
 }  // namespace

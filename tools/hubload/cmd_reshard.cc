@@ -1,27 +1,53 @@
-// `hubload reshard SRC OUT_DIR`: read a single-file or sharded checkpoint and
-// write it sharded exactly as huggingface_hub's save_torch_state_dict does.
+// `hubload reshard SRC OUT_DIR`: rewrite a single-file or sharded checkpoint as
+// huggingface_hub's save_torch_state_dict splits it, byte for byte (every dtype
+// and the source __metadata__ kept); only an explicit --dtype converts floating
+// tensors, through LibTorch's loader.
 #include <cstdio>
+#include <memory>
 #include <string>
 
+#include "hubload/load.h"
 #include "hubload/split.h"
-#include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
+#include "loader/pipeline/plan.h"
 #include "tools/hubload/cli.h"
 
 namespace {
 
+// A floating tensor converted by the LibTorch loader; the tensor owns the bytes.
+hubload::Result<hubload::ConvertedTensorBytes> ConvertWithTorch(const hubload::safetensors::SafetensorsFile& file,
+                                                                const hubload::safetensors::TensorInfo& info,
+                                                                hubload::safetensors::Dtype to) {
+  hubload::LoadOptions lo;
+  lo.dtype = to == hubload::safetensors::Dtype::F32   ? hubload::TargetDtype::kF32
+             : to == hubload::safetensors::Dtype::F16 ? hubload::TargetDtype::kF16
+                                                      : hubload::TargetDtype::kBF16;
+  auto t = hubload::LoadTensor(file, info, lo);
+  if (!t.ok()) return t.status();
+  auto owner = std::make_shared<at::Tensor>(std::move(t).value());
+  hubload::ConvertedTensorBytes out;
+  out.nbytes = static_cast<uint64_t>(owner->numel()) * owner->element_size();
+  out.data = out.nbytes ? static_cast<const uint8_t*>(owner->data_ptr()) : nullptr;
+  out.owner = owner;
+  return out;
+}
+
 hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
-  auto* sub = app.add_subcommand("reshard", "Rewrite a checkpoint as safetensors shards (huggingface_hub split)");
+  auto* sub = app.add_subcommand(
+      "reshard", "Rewrite a checkpoint as safetensors shards (huggingface_hub split), every tensor byte as stored");
   struct Args {
     std::string src, out, max_shard_size = "10GB", variant, dtype = "auto", weights_name, src_variant, subfolder;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("src", a->src, "checkpoint folder, .safetensors file or .safetensors.index.json")->required();
   sub->add_option("out_dir", a->out, "output folder (created if needed)")->required();
-  sub->add_option("--max-shard-size", a->max_shard_size, "decimal size (5GB = 5*10^9 bytes) or bytes")
+  sub->add_option("--max-shard-size", a->max_shard_size,
+                  "bytes per shard: 5GB = 5*10^9, 5GiB = 5*2^30, KB/MB/TB and KiB/MiB/TiB, or plain bytes")
       ->capture_default_str();
   sub->add_option("--variant", a->variant, "variant of the written files (e.g. fp16)");
-  sub->add_option("--dtype", a->dtype, "auto|fp32|fp16|bf16 for floating tensors")->capture_default_str();
+  sub->add_option("--dtype", a->dtype,
+                  "auto (default: every tensor as stored) or fp32|fp16|bf16: convert floating tensors only")
+      ->capture_default_str();
   sub->add_option("--weights-name", a->weights_name,
                   "file stem: model or diffusion_pytorch_model (default: the source's, else model)");
   sub->add_option("--src-variant", a->src_variant, "variant of the source weights");
@@ -30,24 +56,32 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
     auto d = hubload::ParseTargetDtype(a->dtype);
     if (!d.ok()) return hubload::cli::Fail("reshard", d.status().message());
     auto max = hubload::ParseMaxShardSize(a->max_shard_size);
-    if (!max.ok()) return hubload::cli::Fail("reshard", max.status().message());
-    hubload::ResolveOptions ro;
-    ro.variant = a->src_variant;
-    ro.subfolder = a->subfolder;
-    hubload::LoadOptions lo;
-    lo.dtype = *d;
-    // Zero-copy views are safe even when OUT_DIR == SRC: files are replaced by rename and
-    // stale files unlinked, never truncated, so the mappings stay valid.
-    auto ck = hubload::LoadCheckpoint(a->src, ro, lo);
-    if (!ck.ok()) return hubload::cli::Fail("reshard", ck.status().ToString());
-    for (const auto& w : ck->warnings) std::fprintf(stderr, "hubload reshard: warning: %s\n", w.c_str());
-    hubload::SaveOptions so;
-    so.max_shard_size = *max;
-    so.variant = a->variant;
-    so.weights_name = a->weights_name;
-    if (so.weights_name.empty())
-      so.weights_name = ck->resolved.weights_name == "diffusion_pytorch_model" ? "diffusion_pytorch_model" : "model";
-    auto r = hubload::SaveSharded(ck->tensors, a->out, so);
+    if (!max.ok()) return hubload::cli::Fail("reshard", "--max-shard-size: " + max.status().message());
+    // SRC is resolved as `hubload load PATH` resolves it: the load driver's fetch plan.
+    hubload::PretrainedRequest req;
+    req.repo_id = a->src;
+    req.source = hubload::PretrainedRequest::Source::kLocal;
+    req.variant = a->src_variant;
+    req.subfolder = a->subfolder;
+    hubload::PretrainedInfo info;
+    auto plan = hubload::pipeline_internal::MakeFetchPlan(nullptr, req, /*allow_pickle=*/false, &info);
+    if (!plan.ok()) return hubload::cli::Fail("reshard", plan.status().ToString());
+    for (const auto& w : info.warnings) std::fprintf(stderr, "hubload reshard: warning: %s\n", w.c_str());
+    hubload::ReshardSource source;
+    source.files = info.local_files;
+    source.index_file = info.index_file;
+    source.weights_name = info.resolved.weights_name;
+    hubload::ReshardOptions opts;
+    opts.max_shard_size = *max;
+    opts.variant = a->variant;
+    opts.weights_name = a->weights_name;
+    if (*d != hubload::TargetDtype::kAuto) {
+      opts.float_dtype = *d == hubload::TargetDtype::kF32   ? hubload::safetensors::Dtype::F32
+                         : *d == hubload::TargetDtype::kF16 ? hubload::safetensors::Dtype::F16
+                                                            : hubload::safetensors::Dtype::BF16;
+      opts.convert = ConvertWithTorch;
+    }
+    auto r = hubload::ReshardCheckpoint(source, a->out, opts);
     if (!r.ok()) return hubload::cli::Fail("reshard", r.status().ToString());
     for (const auto& f : r->files) std::printf("wrote %s\n", f.c_str());
     if (!r->index_file.empty()) std::printf("wrote %s\n", r->index_file.c_str());
