@@ -123,10 +123,11 @@ Result<std::unique_ptr<RangedBlobWriter>> OpenRanged(const Session& s, const Fet
 /// after connection errors). `probe`: the first request of the file — a 200
 /// answer (Range ignored) is then the whole file, spread over every chunk
 /// (*whole = true); without `probe` a 200 is kUnsupported "RangesUnusable".
-/// `on_206` runs when the answer is a fitting 206. Returns OK early when
+/// `on_answer(true)` runs when the answer is a fitting 206, `on_answer(false)`
+/// when a probe's answer is the whole file (200). Returns OK early when
 /// `stop()` turns true.
 Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, const FetchTarget& t,
                   const ErrorContext& ctx, FileIo io, const std::function<bool()>& stop,
-                  const std::function<void()>& on_206, bool* whole);
+                  const std::function<void(bool)>& on_answer, bool* whole);
 
 }  // namespace hubload::hub_internal

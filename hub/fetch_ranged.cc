@@ -25,7 +25,7 @@ struct ChunkSink : BodySink {
   const FetchTarget* t = nullptr;
   FileIo* io = nullptr;
   const std::function<bool()>* stop = nullptr;
-  const std::function<void()>* on_206 = nullptr;
+  const std::function<void(bool)>* on_answer = nullptr;
   Status err;
 
   void Landed(size_t n) {
@@ -44,7 +44,7 @@ struct ChunkSink : BodySink {
         mismatch = true;
         return false;
       }
-      if (*on_206) (*on_206)();
+      if (*on_answer) (*on_answer)(true);
       return true;
     }
     if (!probe) {  // 200 to a later range: the server changed its mind
@@ -53,6 +53,7 @@ struct ChunkSink : BodySink {
     }
     // Range ignored (or If-Range failed): the body is the whole file.
     whole = true;
+    if (*on_answer) (*on_answer)(false);
     if (w->bytes_received() > 0) {
       if (io->progress) io->progress->Add(-static_cast<int64_t>(w->bytes_received()));
       err = w->Restart();  // a new partial: announced bytes are never rewritten
@@ -103,7 +104,7 @@ struct ChunkSink : BodySink {
 
 Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, const FetchTarget& t,
                   const ErrorContext& ctx0, FileIo io, const std::function<bool()>& stop,
-                  const std::function<void()>& on_206, bool* whole) {
+                  const std::function<void(bool)>& on_answer, bool* whole) {
   ErrorContext ctx = ctx0;
   ctx.url = RedactUrl(t.url);
   const uint64_t size = static_cast<uint64_t>(t.meta.size);
@@ -121,7 +122,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
     sink.t = &t;
     sink.io = &io;
     sink.stop = &stop;
-    sink.on_206 = &on_206;
+    sink.on_answer = &on_answer;
     HttpRequest req;
     req.url = t.url;
     req.stall_timeout_s = s.opt.download_timeout_s;

@@ -31,6 +31,7 @@ struct Job {
   size_t next_chunk = 0;
   int inflight = 0;
   bool probe_sent = false, probe_ok = false, whole = false;
+  bool streaming_whole = false;     // the probe was answered with the whole file (200)
   bool fallback = false;            // ranges unusable: one stream once inflight == 0
   std::atomic<bool> abort{false};   // stops this file's chunk transfers
 };
@@ -94,7 +95,7 @@ class Scheduler {
     if (o.connections > 0) return ConnectionController::Pinned(std::min(o.connections, max));
     ConnectionController::Options co;
     co.max = max;
-    co.start = std::min(2, max);
+    co.start = std::min(4, max);
     return ConnectionController(co);
   }
   double Now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
@@ -213,7 +214,14 @@ class Scheduler {
         ++j.inflight;
         return Task{Task::Kind::kChunk, i, *k, true};
       }
-      if (!j.probe_ok || j.inflight >= s_.opt.max_ranges_per_file) continue;
+      // Until the earliest file's first range is answered nothing later starts:
+      // on a shared link a later file would slow the earlier one down (it is
+      // one round trip; a 200 answer frees the other connections at once).
+      if (!j.probe_ok) {
+        if (j.streaming_whole || j.fallback) continue;
+        return std::nullopt;
+      }
+      if (j.inflight >= s_.opt.max_ranges_per_file) continue;
       if (auto k = NextChunkLocked(j)) {
         j.taken[*k] = 1;
         ++j.inflight;
@@ -253,13 +261,15 @@ class Scheduler {
     }
     bool whole = false;
     auto stop = [this, &j] { return j.abort.load() || cancel_.Cancelled(); };
-    auto on_206 = [this, &j, probe = t.probe] {
+    auto on_answer = [this, &j, probe = t.probe](bool ranged) {
       if (!probe) return;
       std::lock_guard<std::mutex> l(mu_);
-      j.probe_ok = true;
+      if (ranged) j.probe_ok = true;
+      else j.streaming_whole = true;  // one connection carries the file: the others move on
       cv_.notify_all();
     };
-    Status st = FetchChunk(s_, *j.rw, t.chunk, t.probe, *j.prep.target, j.work.ctx, IoFor(j), stop, on_206, &whole);
+    Status st =
+        FetchChunk(s_, *j.rw, t.chunk, t.probe, *j.prep.target, j.work.ctx, IoFor(j), stop, on_answer, &whole);
     std::unique_lock<std::mutex> l(mu_);
     --j.inflight;
     if (whole) j.whole = true;
@@ -280,6 +290,7 @@ class Scheduler {
       j.abort = false;
       j.fallback = false;
       j.single_taken = false;
+      j.streaming_whole = false;
       cv_.notify_all();
       l.unlock();
       progress_.Add(-static_cast<int64_t>(had));

@@ -13,7 +13,9 @@
 //    then carries the whole file), once it answers 206 the other chunks are
 //    taken in order, at most max_ranges_per_file at once;
 //  - when the earliest file has nothing left to hand out, a free connection
-//    starts the next file.
+//    starts the next file — but never while an earlier file's first range
+//    is unanswered (one round trip), so on a shared link no later file slows
+//    an earlier one down.
 // So on one link shared by all connections the files complete in order, each
 // at the speed of the whole link. A file is verified (size, sha256 inline)
 // and renamed into blobs/ by the connection that finished its last byte,

@@ -50,7 +50,7 @@ struct ClientOptions {
   /// default 8. The scheduler adapts the number it uses between 1 and this
   /// (see `connections`).
   int max_workers = 8;
-  /// 0: adaptive — the download scheduler starts with 2 connections, adds
+  /// 0: adaptive — the download scheduler starts with 4 connections, adds
   /// connections while the total throughput grows (>= 10% per step) and
   /// drops them when they bring nothing (no loss with fewer) or when the
   /// server throttles (429/503: halved, never below 1). N > 0 pins the count

@@ -4,7 +4,6 @@
 // digests come from OpenSSL over the test's own bytes ("blob <n>\0" + content
 // for git, as `git hash-object`).
 #include <gtest/gtest.h>
-#include <openssl/sha.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -26,18 +25,7 @@ using hubload::testing::TempDir;
 
 namespace {
 
-std::string GitSha1(const std::string& content) {
-  std::string pre = "blob " + std::to_string(content.size()) + std::string(1, '\0') + content;
-  unsigned char md[SHA_DIGEST_LENGTH];
-  SHA1(reinterpret_cast<const unsigned char*>(pre.data()), pre.size(), md);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : md) {
-    out.push_back(hex[c >> 4]);
-    out.push_back(hex[c & 15]);
-  }
-  return out;
-}
+std::string GitSha1(const std::string& content) { return hubload::testing::GitBlobSha1Hex(content); }
 std::string Sha(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
 std::string ReadAll(const fs::path& p) {
   auto b = hubload::testing::ReadFileBytes(p);

@@ -3,7 +3,6 @@
 // Expected bytes/hashes come from the test's own data (OpenSSL), never from
 // hubload code.
 #include <gtest/gtest.h>
-#include <openssl/sha.h>
 
 #include <atomic>
 #include <chrono>
@@ -38,18 +37,7 @@ std::string Pattern(size_t n, int seed) {
 
 std::string Sha256(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
 
-std::string GitSha1(const std::string& content) {
-  std::string pre = "blob " + std::to_string(content.size()) + std::string(1, '\0') + content;
-  unsigned char md[SHA_DIGEST_LENGTH];
-  SHA1(reinterpret_cast<const unsigned char*>(pre.data()), pre.size(), md);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : md) {
-    out.push_back(hex[c >> 4]);
-    out.push_back(hex[c & 15]);
-  }
-  return out;
-}
+std::string GitSha1(const std::string& content) { return hubload::testing::GitBlobSha1Hex(content); }
 
 std::string ReadAll(const fs::path& p) {
   auto b = hubload::testing::ReadFileBytes(p);

@@ -245,7 +245,9 @@ TEST(FileBytes, PrefixGrowsAndEndsWithTheSizeBeforeTheRenameIntoTheSameInode) {
   for (auto& [p, d] : files) rec.etags[p] = Sha(d);
   hubload::DownloadCallbacks cb;
   rec.Install(&cb);
-  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  auto o = Opts(*r.hub, cache.str());
+  o.connections = 1;  // chunks land in order: the prefix grows chunk by chunk (several calls)
+  hubload::HubClient client(o);
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"big.safetensors", "small.bin"}, cb);
   ASSERT_TRUE(st.ok()) << st.ToString();
   for (auto& [p, data] : files) {

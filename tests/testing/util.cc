@@ -93,6 +93,21 @@ std::string Sha256Hex(const void* data, size_t n) {
   return s;
 }
 
+std::string GitBlobSha1Hex(const std::string& content) {
+  // git hash-object: sha1 of "blob <size>\0" + content.
+  std::string pre = "blob " + std::to_string(content.size()) + std::string(1, '\0') + content;
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(pre.data(), pre.size(), md, &len, EVP_sha1(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s.push_back(hex[md[i] >> 4]);
+    s.push_back(hex[md[i] & 15]);
+  }
+  return s;
+}
+
 int RunCommand(const std::string& cmd, std::string* out, std::string* err) {
   TempDir tmp;
   std::string o = tmp.str() + "/out", e = tmp.str() + "/err";

@@ -36,6 +36,8 @@ void WriteFileBytes(const std::filesystem::path& p, const std::string& s);
 
 /// Lower-case hex sha256 of a buffer (OpenSSL, independent of hubload code).
 std::string Sha256Hex(const void* data, size_t n);
+/// Git blob id (git hash-object) of `content`: sha1 of "blob <size>\0" + content (OpenSSL).
+std::string GitBlobSha1Hex(const std::string& content);
 
 /// Runs `cmd` through /bin/sh; returns exit status (or -1) and fills stdout/stderr.
 int RunCommand(const std::string& cmd, std::string* out, std::string* err = nullptr);
