@@ -2,6 +2,7 @@
 // shard headers read first, a placement plan, and a device sink that streams
 // each shard through the staging loader while its bytes land. Torch-free.
 #include "hubload/device_pipeline.h"
+#include "hubload/dtype_policy.h"
 
 #include <algorithm>
 #include <limits>
@@ -247,6 +248,18 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
       }
       footprints.insert(footprints.end(), fp.begin(), fp.end());
     }
+    // Every conversion the staging path makes, named in the report (one warning per kind).
+    std::vector<DtypeConversion> conversions;
+    for (const auto& p : out.planned) {
+      if (p.dtype == p.source_dtype) continue;
+      auto it = std::find_if(conversions.begin(), conversions.end(),
+                             [&](const DtypeConversion& c) { return c.from == p.source_dtype && c.to == p.dtype; });
+      if (it == conversions.end())
+        it = conversions.insert(conversions.end(),
+                                {p.source_dtype, p.dtype, std::string("target dtype ") + safetensors::DtypeName(p.dtype), {}});
+      it->tensors.push_back(p.name);
+    }
+    for (const auto& c : conversions) info->warnings.push_back("dtype conversion: " + DescribeDtypeConversion(c));
     auto planned = PlanDeviceMap(footprints, map, gpu_free);
     if (!planned.ok()) return planned.status().WithPrefix(req.repo_id);
     out.plan = std::move(*planned);

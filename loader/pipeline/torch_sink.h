@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "hubload/dtype_policy.h"
 #include "hubload/torch_loader.h"
 #include "hubload/torch_pickle.h"
 #include "loader/pipeline/driver.h"
@@ -43,6 +44,7 @@ class TorchSink : public ShardSink {
 
   Status OnShardStart(ShardData& shard) override {
     file_.reset();
+    if (shard.planned().format == ShardFormat::kSafetensors) AddConversions(shard.header().tensors);
     return Status::Ok();
   }
   Status OnTensor(ShardData& shard, const safetensors::TensorInfo& info, TensorRecord* rec) override {
@@ -66,6 +68,15 @@ class TorchSink : public ShardSink {
   Status OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records) override {
     HUBLOAD_ASSIGN_OR_RETURN(auto mapping, shard.Mapping());
     HUBLOAD_ASSIGN_OR_RETURN(pickle::PickleFile file, pickle::PickleFile::FromMapping(mapping));
+    std::vector<safetensors::TensorInfo> described;
+    for (const auto& r : *records) {
+      safetensors::TensorInfo t;
+      t.name = r.name;
+      if (auto d = safetensors::DtypeFromName(r.source_dtype)) t.dtype = *d;
+      else continue;
+      described.push_back(std::move(t));
+    }
+    AddConversions(described);
     size_t k = 0;
     return ForEachPickleTensor(file, req_.load, [&](const std::string& name, at::Tensor t) -> Status {
       TensorRecord* rec = k < records->size() && (*records)[k].name == name ? &(*records)[k] : nullptr;
@@ -83,13 +94,27 @@ class TorchSink : public ShardSink {
     file_.reset();  // the shard's mapping is released unless zero-copy tensors hold it
     return on_shard_end_ ? on_shard_end_(shard) : Status::Ok();
   }
+  /// Every dtype widening or narrowing of the load, one warning per kind
+  /// (tensor names counted, the first few named).
+  Status Finish(PretrainedInfo* info) override {
+    for (const auto& c : conversions_) info->warnings.push_back("dtype conversion: " + DescribeDtypeConversion(c));
+    return Status::Ok();
+  }
 
  private:
+  // The conversions LoadTensor applies to the tensors this sink keeps.
+  void AddConversions(const std::vector<safetensors::TensorInfo>& tensors) {
+    safetensors::Header kept;
+    for (const auto& t : tensors)
+      if (!filter_ || filter_(t.name)) kept.tensors.push_back(t);
+    AddDtypeConversions(kept, req_.load, &conversions_);
+  }
   const PretrainedRequest& req_;
   std::function<Status(size_t, std::string, at::Tensor)> on_tensor_;
   std::function<Status(ShardData&)> on_shard_end_;
   std::function<bool(const std::string&)> filter_;
   std::optional<safetensors::SafetensorsFile> file_;
+  std::vector<DtypeConversion> conversions_;
 };
 
 }  // namespace hubload::pipeline_internal

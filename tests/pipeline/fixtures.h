@@ -47,7 +47,7 @@ inline std::string PseudoBytes(size_t n, uint32_t seed) {
 }
 
 /// Finite float values as bytes (F32: small uniform values; F16/BF16: a fixed
-/// finite bit pattern family; I64: 0..n-1).
+/// finite bit pattern family; I64: 0..n-1; U16: pseudo-random).
 inline RawTensor MakeTensor(const std::string& name, const std::string& dtype, std::vector<uint64_t> shape,
                             uint32_t seed) {
   uint64_t n = 1;
@@ -76,6 +76,8 @@ inline RawTensor MakeTensor(const std::string& name, const std::string& dtype, s
       int64_t v = static_cast<int64_t>(i) * 7 - 3 + seed;
       std::memcpy(&t.bytes[i * 8], &v, 8);
     }
+  } else if (dtype == "U16") {
+    t.bytes = PseudoBytes(n * 2, seed);  // any bit pattern is a uint16
   } else {
     ADD_FAILURE() << "fixture dtype " << dtype;
   }
