@@ -1,0 +1,384 @@
+// The distributed prefetch (loader/distributed/transfer.h): the plan, the
+// owners' downloads and the leaders' broadcast into every node cache.
+#include "loader/distributed/transfer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "cache/blob_store.h"
+#include "loader/distributed/plan.h"
+
+namespace hubload::distributed {
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// The plan: what every rank agrees on before bytes move.
+
+json PlanFilesJson(const std::vector<PlanFile>& files) {
+  json a = json::array();
+  for (const auto& f : files) a.push_back(json{{"path", f.path}, {"etag", f.etag}, {"size", f.size}, {"owner", f.owner}});
+  return a;
+}
+std::vector<PlanFile> PlanFilesFromJson(const json& a) {
+  std::vector<PlanFile> out;
+  for (const auto& f : a) {
+    PlanFile p;
+    p.path = f.value("path", std::string());
+    p.etag = f.value("etag", std::string());
+    p.size = f.value("size", uint64_t{0});
+    p.owner = f.value("owner", -1);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace
+
+// Rendezvous on the plan: rank 0 lists (via `lister`), every leader reports
+// what its node cache holds, rank 0 assigns owners, everyone reads the plan.
+Result<Plan> AgreeOnPlan(Job& job, const RepoCache& cache, const Lister& lister) {
+  if (job.env().rank == 0) {
+    job.SetActivity("listing the repo");
+    auto listed = lister();
+    if (!listed.ok()) return job.Fail(listed.status().WithPrefix("rank 0"));
+    json j{{"commit", listed->commit}, {"files", PlanFilesJson(listed->files)}, {"extra", listed->extra}};
+    HUBLOAD_RETURN_IF_ERROR(job.Set("listing", j.dump()));
+  }
+  job.SetActivity("waiting for rank 0's listing of the repo");
+  HUBLOAD_RETURN_IF_ERROR(job.WaitKeys({"listing"}, "rank 0's listing of the repo", -1));
+  HUBLOAD_ASSIGN_OR_RETURN(std::string lt, job.Get("listing"));
+  json lj = json::parse(lt, nullptr, false);
+  if (lj.is_discarded()) return job.Fail(Status(Code::kInternal, "unreadable listing in the store"));
+  Plan plan;
+  plan.commit = lj.value("commit", std::string());
+  plan.files = PlanFilesFromJson(lj["files"]);
+  plan.extra = lj["extra"];
+  if (job.leader()) {
+    std::string have;
+    for (const auto& f : plan.files) have += cache.HasBlob(f.etag, static_cast<int64_t>(f.size)) ? '1' : '0';
+    HUBLOAD_RETURN_IF_ERROR(job.Set("have/" + std::to_string(job.leader_index()), have));
+  }
+  if (job.env().rank == 0) {
+    std::vector<std::string> keys;
+    for (int l = 0; l < job.num_leaders(); ++l) keys.push_back("have/" + std::to_string(l));
+    HUBLOAD_RETURN_IF_ERROR(job.WaitKeys(keys, "every node leader's cache report", job.opt().timeout_s));
+    std::vector<internal::PlanInput> in(plan.files.size());
+    for (size_t i = 0; i < plan.files.size(); ++i) in[i].size = plan.files[i].size;
+    for (int l = 0; l < job.num_leaders(); ++l) {
+      HUBLOAD_ASSIGN_OR_RETURN(std::string h, job.Get("have/" + std::to_string(l)));
+      for (size_t i = 0; i < plan.files.size(); ++i) in[i].have.push_back(i < h.size() && h[i] == '1');
+    }
+    auto owners = internal::AssignOwners(in, job.num_leaders(), job.opt().assignment);
+    json o = owners;
+    HUBLOAD_RETURN_IF_ERROR(job.Set("plan", o.dump()));
+  }
+  HUBLOAD_RETURN_IF_ERROR(job.WaitKeys({"plan"}, "rank 0's plan", -1));
+  HUBLOAD_ASSIGN_OR_RETURN(std::string pt, job.Get("plan"));
+  json pj = json::parse(pt, nullptr, false);
+  if (pj.is_discarded() || !pj.is_array() || pj.size() != plan.files.size())
+    return job.Fail(Status(Code::kInternal, "unreadable plan in the store"));
+  for (size_t i = 0; i < plan.files.size(); ++i) plan.files[i].owner = pj[i].get<int>();
+  return plan;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Leader side: download owned files, broadcast every file some node lacks.
+
+class Transfer {
+ public:
+  Transfer(Job& job, const HubClient& client, const PrefetchRequest& req, const Plan& plan, PrefetchReport* report)
+      : job_(job), client_(client), req_(req), plan_(plan), report_(report),
+        cache_(client.options().config.cache_dir, req.repo_id, req.repo_type),
+        store_(cache_, client.options().lock, client.options().use_symlinks) {}
+
+  ~Transfer() {
+    cancel_ = true;
+    if (downloader_.joinable()) downloader_.join();
+  }
+
+  Status Run() {
+    const int me = job_.leader_index();
+    // Files this node already holds: make sure the snapshot points at them.
+    std::vector<std::string> to_download;
+    for (size_t i = 0; i < plan_.files.size(); ++i) {
+      const auto& f = plan_.files[i];
+      bool have = cache_.HasBlob(f.etag, static_cast<int64_t>(f.size));
+      if (have) {
+        if (!cache_.CachedPointer(plan_.commit, f.path)) {
+          auto l = store_.Link(plan_.commit, f.path, f.etag, /*new_blob=*/false);
+          if (!l.ok()) return job_.Fail(l.status().WithPrefix("rank " + std::to_string(job_.env().rank)));
+        }
+        HUBLOAD_RETURN_IF_ERROR(MarkNodeDone(i));
+      } else if (f.owner == me) {
+        to_download.push_back(f.path);
+      }
+    }
+    // Owner downloads run in the background while earlier files are broadcast.
+    if (!to_download.empty()) {
+      for (const auto& p : to_download) {
+        pending_[p] = true;
+        downloading_.insert(p);
+      }
+      downloader_ = std::thread([this, to_download] { Download(to_download); });
+    }
+    buffer_.assign(job_.opt().chunk_bytes, 0);
+    for (size_t i = 0; i < plan_.files.size(); ++i) {
+      if (plan_.files[i].owner < 0) continue;
+      HUBLOAD_RETURN_IF_ERROR(BroadcastFile(i));
+    }
+    if (!IsCommitHash(req_.revision)) {
+      Status st = store_.WriteRef(req_.revision, plan_.commit);
+      if (!st.ok()) return job_.Fail(st.WithPrefix("rank " + std::to_string(job_.env().rank)));
+    }
+    return job_.Set("nodecomplete/" + std::to_string(job_.node()), "1");
+  }
+
+ private:
+  std::string Rank(int leader_index) const { return "rank " + std::to_string(job_.leader_ranks()[leader_index]); }
+
+  Status MarkNodeDone(size_t i) { return job_.Set("nodedone/" + std::to_string(job_.node()) + "/" + std::to_string(i), "1"); }
+
+  void Download(std::vector<std::string> paths) {
+    DownloadCallbacks cb;
+    cb.cancel_flag = &cancel_;
+    cb.on_file_done = [this](const std::string& path, const std::string&) {
+      std::lock_guard<std::mutex> l(mu_);
+      pending_[path] = false;
+      cv_.notify_all();
+    };
+    Status st = client_.DownloadFiles(req_.repo_id, plan_.commit, req_.repo_type, paths, cb);
+    std::lock_guard<std::mutex> l(mu_);
+    download_status_ = st;
+    download_finished_ = true;
+    cv_.notify_all();
+  }
+
+  // Owner: waits for its download of `path`; publishes ready/<i> (ok or error).
+  Status WaitOwnDownload(size_t i) {
+    const auto& f = plan_.files[i];
+    job_.SetActivity("downloading " + f.path + " from the Hub");
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      auto it = pending_.find(f.path);
+      if (it == pending_.end() || !it->second) break;  // done (or held from the start)
+      if (download_finished_) {
+        Status st = download_status_.ok()
+                        ? Status(Code::kInternal, "download of " + f.path + " ended without completing it")
+                        : download_status_;
+        l.unlock();
+        st = st.WithPrefix("rank " + std::to_string(job_.env().rank) + " could not download " + f.path);
+        st.mutable_context().file = f.path;
+        return job_.Fail(st);
+      }
+      l.unlock();
+      if (auto a = job_.Aborted()) return *a;
+      l.lock();
+      cv_.wait_for(l, std::chrono::milliseconds(20));
+    }
+    l.unlock();
+    if (downloading_.count(f.path)) {
+      report_->files[i].downloaded_here = true;
+      report_->bytes_downloaded += f.size;
+    }
+    return Status::Ok();
+  }
+
+  Status BroadcastFile(size_t i) {
+    const auto& f = plan_.files[i];
+    const int me = job_.leader_index();
+    const bool root = f.owner == me;
+    const std::string myrank = "rank " + std::to_string(job_.env().rank);
+    const std::string ready_key = "ready/" + std::to_string(i);
+    if (job_.num_leaders() == 1) {  // a single node: the download is all there is
+      HUBLOAD_RETURN_IF_ERROR(WaitOwnDownload(i));
+      return MarkNodeDone(i);
+    }
+    if (root) {
+      HUBLOAD_RETURN_IF_ERROR(WaitOwnDownload(i));
+      HUBLOAD_RETURN_IF_ERROR(job_.Set(ready_key, "1"));
+    } else {
+      job_.SetActivity("waiting for " + Rank(f.owner) + " to fetch " + f.path);
+      HUBLOAD_RETURN_IF_ERROR(job_.WaitKeys({ready_key}, Rank(f.owner) + " to fetch " + f.path, -1));
+    }
+    // Receiving side: the cache's one write protocol (cache/blob_store.h):
+    // the blob's lock, a new partial, verification by name (sha256 for LFS,
+    // git blob sha1 for regular files) and the rename.
+    const cache_internal::BlobId id{f.etag, static_cast<int64_t>(f.size)};
+    const bool have = store_.Has(id);
+    std::optional<FileLock> lock;
+    std::unique_ptr<BlobWriter> writer;
+    if (!root && !have) {
+      auto lk = store_.Lock(f.etag, job_.opt().timeout_s);
+      if (!lk.ok()) return job_.Fail(lk.status().WithPrefix(myrank + " receiving " + f.path));
+      lock.emplace(std::move(lk).value());
+      if (!store_.Has(id)) {  // another process may have written it meanwhile
+        auto w = store_.OpenStream(id, /*resume=*/false);
+        if (!w.ok()) return job_.Fail(w.status().WithPrefix(myrank + " receiving " + f.path));
+        writer = std::move(w).value();
+      }
+    }
+    int src_fd = -1;
+    if (root) {
+      src_fd = ::open(cache_.BlobPath(f.etag).c_str(), O_RDONLY | O_CLOEXEC);
+      if (src_fd < 0)
+        return job_.Fail(Status(Code::kIOError, myrank + " cannot open its blob of " + f.path + " for broadcast",
+                                "", ErrorContext{req_.repo_id, plan_.commit, f.path, "", "", 0, "", ""}));
+    }
+    struct FdCloser {
+      int fd;
+      ~FdCloser() {
+        if (fd >= 0) ::close(fd);
+      }
+    } closer{src_fd};
+    const uint64_t chunk = job_.opt().chunk_bytes;
+    const uint64_t n_chunks = (f.size + chunk - 1) / chunk;
+    job_.SetActivity(root ? "sending " + f.path + " (" + std::to_string(f.size) + " bytes)"
+                          : "receiving " + f.path + " from " + Rank(f.owner));
+    uint8_t* buf = buffer_.data();
+    for (uint64_t c = 0; c < n_chunks; ++c) {
+      const uint64_t off = c * chunk;
+      const uint64_t n = std::min(chunk, f.size - off);
+      if (root) {
+        uint64_t got = 0;
+        while (got < n) {
+          ssize_t r = ::pread(src_fd, buf + got, n - got, static_cast<off_t>(off + got));
+          if (r <= 0)
+            return job_.Fail(Status(Code::kIOError, myrank + " could not read its blob of " + f.path + " for broadcast",
+                                    "", ErrorContext{req_.repo_id, plan_.commit, f.path, "", "", 0, "", ""}));
+          got += static_cast<uint64_t>(r);
+        }
+      }
+      const std::string what = "broadcast of " + f.path + " (chunk " + std::to_string(c + 1) + "/" +
+                               std::to_string(n_chunks) + ", root " + Rank(f.owner) + ")";
+      Status ws = job_.Broadcast(buf, n, f.owner, what);
+      if (!ws.ok()) {
+        if (writer) writer->Discard();
+        return ws;
+      }
+      job_.CountChunk();
+      if (root) {
+        report_->bytes_sent += n;
+      } else if (writer) {
+        Status as = writer->Append(reinterpret_cast<const char*>(buf), n);
+        if (!as.ok()) {
+          writer->Discard();
+          return job_.Fail(as.WithPrefix(myrank + " receiving " + f.path));
+        }
+      }
+    }
+    bool writer_committed = false;
+    if (writer) {
+      auto committed = writer->Commit();
+      if (!committed.ok()) {
+        Status st = committed.status().WithPrefix(myrank + " received " + f.path + " from " + Rank(f.owner));
+        st.mutable_context().file = f.path;
+        return job_.Fail(st);
+      }
+      report_->files[i].received_here = true;
+      report_->bytes_received += f.size;
+      writer_committed = true;
+    }
+    writer.reset();
+    lock.reset();
+    if (!root && !cache_.CachedPointer(plan_.commit, f.path)) {
+      auto l = store_.Link(plan_.commit, f.path, f.etag, /*new_blob=*/writer_committed);
+      if (!l.ok()) return job_.Fail(l.status().WithPrefix(myrank));
+    }
+    return MarkNodeDone(i);
+  }
+
+  Job& job_;
+  const HubClient& client_;
+  const PrefetchRequest& req_;
+  const Plan& plan_;
+  PrefetchReport* report_;
+  RepoCache cache_;
+  cache_internal::BlobStore store_;
+  std::vector<uint8_t> buffer_;
+  std::thread downloader_;
+  std::atomic<bool> cancel_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, bool> pending_;  // path -> still downloading
+  std::set<std::string> downloading_;    // paths this leader fetches
+  bool download_finished_ = false;
+  Status download_status_;
+};
+
+}  // namespace
+
+Result<Plan> ListForPrefetch(const HubClient& client, const PrefetchRequest& req) {
+  HUBLOAD_ASSIGN_OR_RETURN(std::string commit, client.ResolveCommit(req.repo_id, req.revision, req.repo_type));
+  HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing, client.ListFiles(req.repo_id, commit, req.repo_type));
+  Plan plan;
+  plan.commit = listing.commit.empty() ? commit : listing.commit;
+  for (const auto& f : listing.files) {
+    if (!MatchesPatterns(f.path, req.allow_patterns, req.ignore_patterns)) continue;
+    plan.files.push_back(PlanFile{f.path, f.etag(), f.size, -1});
+  }
+  plan.extra = json::object();
+  return plan;
+}
+
+void FillReport(const Plan& plan, const Job& job, const RepoCache& cache, PrefetchReport* report) {
+  report->commit = plan.commit;
+  report->snapshot_dir = cache.SnapshotDir(plan.commit);
+  report->leader = job.env().local_rank == 0;
+  report->files.clear();
+  for (size_t i = 0; i < plan.files.size(); ++i) {
+    const PlanFile& f = plan.files[i];
+    const int owner = f.owner >= 0 ? job.leader_ranks()[f.owner] : -1;
+    report->files.push_back(PlannedFile{f.path, f.size, f.etag, owner, false, false});
+  }
+}
+
+// Runs the byte-moving part on a leader, or waits for the node on others.
+Status RunTransfer(Job& job, const HubClient& client, const PrefetchRequest& req, const Plan& plan,
+                   PrefetchReport* report) {
+  if (job.leader()) {
+    Transfer t(job, client, req, plan, report);
+    return t.Run();
+  }
+  job.SetActivity("waiting for node " + std::to_string(job.node()) + "'s files");
+  return job.WaitKeys({"nodecomplete/" + std::to_string(job.node())},
+                      "node " + std::to_string(job.node()) + "'s leader to complete the prefetch", -1);
+}
+
+Status CheckClient(const HubClient& client) {
+  if (client.options().config.cache_dir.empty())
+    return Status(Code::kInvalidArgument, "distributed prefetch needs the client's cache_dir (this node's cache folder)",
+                  "BadOption");
+  return Status::Ok();
+}
+
+Result<PrefetchReport> Prefetch(const HubClient& client, const PrefetchRequest& request, const DistOptions& options) {
+  HUBLOAD_RETURN_IF_ERROR(CheckClient(client));
+  HUBLOAD_RETURN_IF_ERROR(ValidateRepoId(request.repo_id));
+  Job job(options);
+  HUBLOAD_RETURN_IF_ERROR(job.Start());
+  HUBLOAD_RETURN_IF_ERROR(job.StartGroup());
+  RepoCache cache(client.options().config.cache_dir, request.repo_id, request.repo_type);
+  HUBLOAD_ASSIGN_OR_RETURN(Plan plan, AgreeOnPlan(job, cache, [&] { return ListForPrefetch(client, request); }));
+  PrefetchReport report;
+  FillReport(plan, job, cache, &report);
+  HUBLOAD_RETURN_IF_ERROR(RunTransfer(job, client, request, plan, &report));
+  job.SetActivity("at the final barrier");
+  Status st = job.Barrier("prefetch");
+  job.Shutdown(st.ok());
+  if (!st.ok()) return st;
+  return report;
+}
+
+}  // namespace hubload::distributed
