@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "hubload/device.h"
+#include "loader/device/fake_backend.h"
 #include "hubload/safetensors.h"
 #include "hubload/server.h"
 

@@ -73,6 +73,10 @@ struct DistEnv {
   /// rank / local_world_size (torchrun and srun --distribution=block place
   /// ranks of a node contiguously).
   int node_rank = -1;
+  /// Network interface of the leaders' Gloo group (GLOO_SOCKET_IFNAME, as
+  /// torch.distributed); "" = loopback when master_addr is local, else Gloo's
+  /// default device.
+  std::string gloo_socket_ifname;
 
   /// node_rank when set, else rank / local_world_size.
   int Node() const { return node_rank >= 0 ? node_rank : rank / local_world_size; }
@@ -87,6 +91,7 @@ struct DistEnv {
 ///  - LOCAL_RANK, else SLURM_LOCALID, else 0;
 ///  - LOCAL_WORLD_SIZE, else SLURM_NTASKS_PER_NODE (first number of "2(x3)"), else 1;
 ///  - GROUP_RANK, else SLURM_NODEID, else -1 (derived).
+///  - GLOO_SOCKET_IFNAME into gloo_socket_ifname (empty when unset).
 /// Errors: kInvalidArgument naming the variable and the rule (missing, not a
 /// number, out of range, rank >= world size ...). See Validate().
 Result<DistEnv> EnvFromEnvironment();

@@ -42,8 +42,6 @@
 // callbacks of one call are invoked as documented on PretrainedCallbacks.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>

@@ -1,7 +1,8 @@
 // hubload/torch_loader.h: safetensors -> LibTorch tensors, the dtype policy,
 // loading into torch::nn::Module (assign / copy), and sharded saves.
 // The only public hubload header that includes LibTorch (ATen core only; the
-// Module type is forward-declared, include <torch/nn/module.h> to use it).
+// other torch headers, pipeline.h, torch_pickle.h and upload_torch.h, include
+// it; the Module type is forward-declared, include <torch/nn/module.h> to use it).
 //
 // Semantics: loading-semantics.md sections C and D; field failures B23, B27,
 // B30, B32–B35. Errors are Status values, never exceptions: every c10::Error

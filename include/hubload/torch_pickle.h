@@ -32,8 +32,6 @@
 // PickleFile (it is immutable); tensors may be read from any thread.
 #pragma once
 
-#include <ATen/core/Tensor.h>
-
 #include <functional>
 #include <string>
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "hubload/device.h"
+#include "loader/device/fake_backend.h"
 #include "loader/device/internal.h"
 
 namespace hubload {

@@ -66,6 +66,7 @@ Result<DistEnv> EnvFromEnvironment() {
                   "BadEnvironment");
   }
   env.master_addr = v;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) env.gloo_socket_ifname = ifname;
   if (!FirstSet({"MASTER_PORT"}, &v, &which)) {
     return Status(Code::kInvalidArgument, "environment variable MASTER_PORT is not set (TCP port of the rendezvous store)",
                   "BadEnvironment");

@@ -148,9 +148,8 @@ class JobImpl {
     if (!leader()) return Status::Ok();
     try {
       auto gopts = c10d::ProcessGroupGloo::Options::create(Ms(opt_.timeout_s));
-      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-      if (ifname != nullptr && *ifname != '\0') {
-        gopts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      if (!env_.gloo_socket_ifname.empty()) {
+        gopts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(env_.gloo_socket_ifname));
       } else if (env_.master_addr == "127.0.0.1" || env_.master_addr == "localhost") {
         gopts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
       } else {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hubload/device.h"
+#include "loader/device/fake_backend.h"
 #include "tests/device/oracle.h"
 #include "tests/device/staging_checks.h"
 

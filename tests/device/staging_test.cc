@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hubload/device.h"
+#include "loader/device/fake_backend.h"
 #include "tests/device/staging_checks.h"
 
 namespace hubload {
