@@ -21,28 +21,6 @@
 namespace hubload {
 namespace fs = std::filesystem;
 
-const char* RepoTypeName(RepoType t) {
-  switch (t) {
-    case RepoType::kModel: return "model";
-    case RepoType::kDataset: return "dataset";
-    case RepoType::kSpace: return "space";
-  }
-  return "model";
-}
-
-Result<RepoType> ParseRepoType(std::string_view s) {
-  if (s == "model" || s == "models") return RepoType::kModel;
-  if (s == "dataset" || s == "datasets") return RepoType::kDataset;
-  if (s == "space" || s == "spaces") return RepoType::kSpace;
-  return Status(Code::kInvalidArgument,
-                "unknown repo type '" + std::string(s) + "': expected model, dataset or space", "BadRepoType");
-}
-
-bool IsCommitHash(std::string_view s) {
-  if (s.size() != 40) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 std::string RepoFolderName(std::string_view repo_id, RepoType type) {
   std::string out = std::string(RepoTypeName(type)) + "s";
   size_t start = 0;
@@ -56,33 +34,6 @@ std::string RepoFolderName(std::string_view repo_id, RepoType type) {
   return out;
 }
 
-Status ValidateRepoId(std::string_view repo_id) {
-  auto bad = [&](const std::string& rule) {
-    return Status(Code::kInvalidArgument, "invalid repo id '" + std::string(repo_id) + "': " + rule, "BadRepoId");
-  };
-  if (repo_id.empty()) return bad("empty");
-  if (repo_id.size() > 96) return bad("longer than 96 characters");
-  size_t slashes = std::count(repo_id.begin(), repo_id.end(), '/');
-  if (slashes > 1) return bad("expected 'name' or 'namespace/name'");
-  size_t start = 0;
-  for (int i = 0; i <= static_cast<int>(slashes); ++i) {
-    size_t end = repo_id.find('/', start);
-    if (end == std::string_view::npos) end = repo_id.size();
-    std::string_view seg = repo_id.substr(start, end - start);
-    if (seg.empty()) return bad("empty segment");
-    if (seg.find("..") != std::string_view::npos || seg.find("--") != std::string_view::npos)
-      return bad("'..' and '--' are forbidden");
-    if (seg.front() == '-' || seg.front() == '.' || seg.back() == '-' || seg.back() == '.')
-      return bad("segments cannot start or end with '-' or '.'");
-    for (char c : seg) {
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
-        return bad("only letters, digits, '-', '_' and '.' are allowed");
-    }
-    start = end + 1;
-  }
-  return Status::Ok();
-}
-
 std::string NormalizeEtag(std::string_view v) {
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
   while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
@@ -90,38 +41,6 @@ std::string NormalizeEtag(std::string_view v) {
   while (!v.empty() && v.front() == '"') v.remove_prefix(1);
   while (!v.empty() && v.back() == '"') v.remove_suffix(1);
   return std::string(v);
-}
-
-Status ValidateRepoPath(std::string_view path) {
-  auto bad = [&](const std::string& rule) {
-    std::string shown;
-    for (char c : path) {
-      if (static_cast<unsigned char>(c) < 0x20) shown += "\\x" + std::to_string(static_cast<int>(c));
-      else shown += c;
-    }
-    return Status(Code::kInvalidArgument, "unsafe file name '" + shown + "' in repo: " + rule, "UnsafePath",
-                  cache_internal::FileCtx(shown));
-  };
-  if (path.empty()) return bad("empty name");
-  for (char c : path) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return bad("control character");
-    if (c == '\\') return bad("backslash (a Windows separator) is not allowed");
-  }
-  if (path.front() == '/') return bad("absolute path");
-  if (path.size() >= 2 && std::isalpha(static_cast<unsigned char>(path[0])) && path[1] == ':')
-    return bad("Windows drive path");
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    std::string_view seg = path.substr(start, end - start);
-    if (seg.empty()) return bad("empty path segment");
-    if (seg == "." || seg == "..") return bad("'.' or '..' segment");
-    if (seg.find(':') != std::string_view::npos && seg.size() >= 2 && seg[1] == ':')
-      return bad("Windows drive path");
-    start = end + 1;
-  }
-  return Status::Ok();
 }
 
 Status ValidateRevision(std::string_view rev) {

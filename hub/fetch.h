@@ -39,6 +39,9 @@ struct Cancel {
 struct Progress {
   const DownloadCallbacks* cb = nullptr;
   std::atomic<uint64_t> done{0}, total{0};
+  /// Body bytes received over the network in this call (not the bytes of a
+  /// resumed partial or a cached file): what a transfer rate divides.
+  std::atomic<uint64_t> received{0};
   std::mutex mu;
   util::RateLimiter rate;
   void Add(int64_t n) {
@@ -46,10 +49,16 @@ struct Progress {
     else done -= static_cast<uint64_t>(-n);
     Report(false);
   }
+  /// `n` bytes arrived from the server: done and received.
+  void AddReceived(size_t n) {
+    received += n;
+    Add(static_cast<int64_t>(n));
+  }
   void Report(bool force) {
-    if (!cb || !cb->on_progress || !rate.Due(force)) return;
+    if (!cb || (!cb->on_progress && !cb->on_bytes_received) || !rate.Due(force)) return;
     std::lock_guard<std::mutex> l(mu);
-    cb->on_progress(done.load(), total.load());
+    if (cb->on_progress) cb->on_progress(done.load(), total.load());
+    if (cb->on_bytes_received) cb->on_bytes_received(received.load());
   }
 };
 
@@ -105,7 +114,16 @@ struct FileIo {
   BytesAnnouncer* bytes = nullptr;
   std::atomic<uint64_t>* wire_bytes = nullptr;  // body bytes received (scheduler throughput)
   std::function<void(int status)> on_retry;     // HttpRequest::on_retry
+  /// The file's retry allowance, shared by all its requests and resumes
+  /// (HttpRequest::budget); null = one per fetch call.
+  std::shared_ptr<RetryBudget> budget;
 };
+
+/// After a kNetwork error of a request of this file that delivered no byte:
+/// true when resuming is pointless — the host refused the connection or did
+/// not resolve (the transport already spent its few retries on it), or the
+/// file's retry budget is spent.
+bool GiveUpAfter(const Status& s, const RetryBudget& budget);
 
 /// True when the file goes in parallel ranges (ClientOptions range_*): the
 /// size is known and large enough and no single-stream partial waits.

@@ -30,7 +30,7 @@ struct ChunkSink : BodySink {
 
   void Landed(size_t n) {
     if (io->wire_bytes) io->wire_bytes->fetch_add(n, std::memory_order_relaxed);
-    if (io->progress) io->progress->Add(static_cast<int64_t>(n));
+    if (io->progress) io->progress->AddReceived(n);
     if (io->cb && io->cb->on_file_progress) io->cb->on_file_progress(t->path_in_repo, w->bytes_received(), size);
     if (io->bytes) io->bytes->Update(w->fd(), w->partial_path(), w->contiguous_bytes(), static_cast<int64_t>(size), false);
   }
@@ -109,6 +109,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
   ctx.url = RedactUrl(t.url);
   const uint64_t size = static_cast<uint64_t>(t.meta.size);
   int failures = 0;
+  if (!io.budget) io.budget = std::make_shared<RetryBudget>();
   while (true) {
     if (stop()) return Status::Ok();
     uint64_t b = w.chunk_begin(k) + w.chunk_received(k), e = w.chunk_end(k);
@@ -127,6 +128,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
     req.url = t.url;
     req.stall_timeout_s = s.opt.download_timeout_s;
     req.on_retry = io.on_retry;
+    req.budget = io.budget;
     s.AddAuth(&req);
     req.headers.emplace_back("Range", "bytes=" + std::to_string(b) + "-" + std::to_string(e - 1));
     if (std::string v = IfRangeValue(t.meta.raw_etag); !v.empty()) req.headers.emplace_back("If-Range", v);
@@ -144,6 +146,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
     if (!r.ok()) {
       if (r.status().code() != Code::kNetwork) return r.status();
       if (sink.got > 0 || sink.pos > 0) failures = 0;
+      else if (GiveUpAfter(r.status(), *io.budget)) return r.status();
       if (++failures > s.opt.max_resume_attempts) return r.status();
       spdlog::debug("resuming {} bytes {}- after: {}", ctx.file, w.chunk_begin(k) + w.chunk_received(k),
                     r.status().message());

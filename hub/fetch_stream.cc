@@ -67,6 +67,10 @@ void BytesAnnouncer::Update(int writer_fd, const std::string& partial_path, uint
   cb_->on_file_bytes(fb);
 }
 
+bool GiveUpAfter(const Status& s, const RetryBudget& budget) {
+  return s.Is(reason::kConnectFailed) || s.Is(reason::kDnsFailed) || budget.exhausted();
+}
+
 bool UseRanges(const Session& s, const FetchTarget& t) {
   const ClientOptions& o = s.opt;
   const int64_t size = t.meta.size;
@@ -122,7 +126,7 @@ struct StreamSink : BodySink {
     if (!err.ok()) return false;
     got += n;
     if (io->wire_bytes) io->wire_bytes->fetch_add(n, std::memory_order_relaxed);
-    if (io->progress) io->progress->Add(static_cast<int64_t>(n));
+    if (io->progress) io->progress->AddReceived(n);
     const int64_t size = t->meta.size;
     if (io->cb && io->cb->on_file_progress)
       io->cb->on_file_progress(t->path_in_repo, w->offset(), size < 0 ? 0 : static_cast<uint64_t>(size));
@@ -155,6 +159,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
     return w->Restart();
   };
   const int max_attempts = s.opt.max_resume_attempts;
+  if (!io.budget) io.budget = std::make_shared<RetryBudget>();
   while (true) {
     if (io.cancel && io.cancel->Cancelled()) return Cancelled(ctx);
     uint64_t off = w->offset();
@@ -176,6 +181,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
     req.url = t.url;
     req.stall_timeout_s = s.opt.download_timeout_s;
     req.on_retry = io.on_retry;
+    req.budget = io.budget;
     s.AddAuth(&req);
     if (off > 0) {
       req.headers.emplace_back("Range", "bytes=" + std::to_string(off) + "-");
@@ -195,6 +201,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
     if (!r.ok()) {
       if (r.status().code() != Code::kNetwork) return WithCtx(r.status(), ctx);
       if (sink.got > 0) failures = 0;
+      else if (GiveUpAfter(r.status(), *io.budget)) return WithCtx(r.status(), ctx);
       if (++failures > max_attempts) return WithCtx(r.status(), ctx);
       spdlog::debug("resuming {} after: {}", ctx.file, r.status().message());
       continue;

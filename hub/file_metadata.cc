@@ -2,6 +2,7 @@
 #include "hub/file_metadata.h"
 
 #include "hub/http_parse.h"
+#include "hub/url_policy.h"
 
 namespace hubload::hub_internal {
 
@@ -43,7 +44,11 @@ Result<FileMeta> Head(const Session& s, RepoType t, const std::string& repo, con
     if (auto sz = ParseDecimal(resp.headers.Get("X-Linked-Size"))) m.size = *sz;
     else if (!redirect)
       if (auto s2 = ParseDecimal(resp.headers.Get("Content-Length"))) m.size = *s2;
-    if (redirect && loc) m.location = ResolveUrl(url, *loc);
+    if (redirect && loc) {
+      m.location = ResolveUrl(url, *loc);
+      // The bytes are fetched from this location later: the redirect rule applies to it.
+      HUBLOAD_RETURN_IF_ERROR(WithCtx(CheckRedirect(url, m.location, s.endpoint_is_http), ctx));
+    }
     std::string host = UrlOrigin(url);
     if (!IsCommitHash(m.commit))
       return Status(Code::kInvalidFormat,

@@ -70,8 +70,11 @@ Result<PreparedFile> PrepareAtCommit(const Session& s, const RepoCache& rc, cons
 Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::string& repo, const std::string& rev,
                                      const std::string& path, const std::string& dir, bool force) {
   using cache_internal::LocalDirPartialPath;
-  std::string target = dir + "/" + path;
   ErrorContext ctx = s.Ctx(repo, rev, path);
+  // The one path rule again, right where a repo path meets the local folder:
+  // never <dir>/.git/..., never <dir>/.cache/huggingface/... from repo content.
+  HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoPath(path), ctx));
+  std::string target = dir + "/" + path;
   auto meta = cache_internal::ReadLocalDirMeta(dir, path);
   std::error_code ec;
   if (!force && meta && IsCommitHash(rev) && meta->commit == rev) return Cached(target, -1);

@@ -34,6 +34,8 @@ struct Job {
   bool streaming_whole = false;     // the probe was answered with the whole file (200)
   bool fallback = false;            // ranges unusable: one stream once inflight == 0
   std::atomic<bool> abort{false};   // stops this file's chunk transfers
+  // One retry allowance for every request of this file (resumes, chunks).
+  std::shared_ptr<RetryBudget> budget = std::make_shared<RetryBudget>();
 };
 
 struct Task {
@@ -238,6 +240,7 @@ class Scheduler {
     io.cb = &cb_;
     io.bytes = j.bytes.get();
     io.wire_bytes = &wire_;
+    io.budget = j.budget;
     io.on_retry = [this](int status) {
       if (status != 429 && status != 503) return;
       std::lock_guard<std::mutex> l(mu_);

@@ -2,20 +2,43 @@
 #include "hub/session.h"
 
 #include "hub/repo_urls.h"
+#include "hub/url_policy.h"
 #include "hubload/reasons.h"
 #include "util/json.h"
 
 namespace hubload::hub_internal {
 
+namespace {
+
+// Answers every request with one error, sending nothing: a session whose
+// endpoint or token can never be used (issue 19: refused at once, not after
+// a minute of retries).
+class RefusingTransport : public HttpTransport {
+ public:
+  explicit RefusingTransport(Status s) : s_(std::move(s)) {}
+  Result<HttpResponse> Send(const HttpRequest&, BodySink*) override { return s_; }
+
+ private:
+  Status s_;
+};
+
+}  // namespace
+
 Session::Session(ClientOptions o) : opt(std::move(o)) {
   while (!opt.config.endpoint.empty() && opt.config.endpoint.back() == '/') opt.config.endpoint.pop_back();
   if (opt.max_workers < 1) opt.max_workers = 1;
+  endpoint_is_http = UrlScheme(opt.config.endpoint) == "http";
   if (opt.transport) {
     http = opt.transport;
   } else {
     TransportOptions to = opt.transport_options;
+    // https -> http is followed only when the endpoint itself is http.
+    to.allow_https_to_http_redirects = to.allow_https_to_http_redirects || endpoint_is_http;
     http = MakeRetryingTransport(MakeCurlTransport(to), opt.retry);
   }
+  Status usable = CheckHttpUrl(opt.config.endpoint, "endpoint");
+  if (usable.ok() && !opt.config.token.empty()) usable = CheckHeader("Authorization", "Bearer " + opt.config.token);
+  if (!usable.ok()) http = std::make_shared<RefusingTransport>(std::move(usable));
   endpoint_origin = UrlOrigin(opt.config.endpoint);
 }
 

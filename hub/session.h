@@ -18,7 +18,13 @@ struct Session {
   ClientOptions opt;
   std::shared_ptr<HttpTransport> http;
   std::string endpoint_origin;
+  /// The endpoint is plain http: only then may an https URL redirect to http.
+  bool endpoint_is_http = false;
 
+  /// An endpoint that is not http(s), or a token with CR/LF/NUL, gives a
+  /// session whose every request fails at once, unsent: kInvalidArgument
+  /// reason kUnsupportedScheme naming the endpoint / kBadHeaderValue
+  /// (the token never shown).
   explicit Session(ClientOptions o);
 
   ErrorContext Ctx(const std::string& repo, const std::string& rev, const std::string& file,

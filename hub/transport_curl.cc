@@ -11,6 +11,8 @@
 #include <mutex>
 #include <vector>
 
+#include "hub/url_policy.h"
+#include "hubload/reasons.h"
 #include "hubload/transport.h"
 
 #ifndef HUBLOAD_VERSION
@@ -143,6 +145,11 @@ class CurlTransport : public HttpTransport {
   }
 
   Result<HttpResponse> SendWith(CURL* c, const HttpRequest& req0, BodySink* sink) {
+    // Issue 19: only http(s) is ever handed to libcurl; no header value may
+    // carry CR/LF/NUL (libcurl would send it raw: header injection).
+    HUBLOAD_RETURN_IF_ERROR(hub_internal::CheckHttpUrl(req0.url, "request URL"));
+    HUBLOAD_RETURN_IF_ERROR(hub_internal::CheckHeader("User-Agent", opt_.user_agent));
+    for (const auto& [k, v] : req0.headers) HUBLOAD_RETURN_IF_ERROR(hub_internal::CheckHeader(k, v));
     HttpRequest req = req0;
     std::string origin0 = UrlOrigin(req.url);
     int redirects = 0;
@@ -165,6 +172,7 @@ class CurlTransport : public HttpTransport {
         return s;
       }
       std::string next = ResolveUrl(req.url, *t.resp.headers.Get("Location"));
+      HUBLOAD_RETURN_IF_ERROR(hub_internal::CheckRedirect(req.url, next, opt_.allow_https_to_http_redirects));
       if (UrlOrigin(next) != UrlOrigin(req.url)) {
         // B06: credentials never follow a redirect to another origin.
         auto& h = req.headers;
@@ -187,6 +195,15 @@ class CurlTransport : public HttpTransport {
     curl_easy_setopt(c, CURLOPT_URL, req.url.c_str());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    // Belt and braces under CheckHttpUrl/CheckRedirect: libcurl itself speaks
+    // nothing but http(s) on this handle (file://, ftp://, gopher://, dict://...).
+#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85.0
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(c, CURLOPT_USERAGENT, opt_.user_agent.c_str());
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opt_.connect_timeout_s * 1000));
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(opt_.low_speed_limit_bytes));
@@ -255,8 +272,8 @@ class CurlTransport : public HttpTransport {
     if (rc != CURLE_OK) {
       std::string reason = "Network";
       if (rc == CURLE_OPERATION_TIMEDOUT) reason = t->started ? "Stalled" : "Timeout";
-      else if (rc == CURLE_COULDNT_CONNECT) reason = "ConnectFailed";
-      else if (rc == CURLE_COULDNT_RESOLVE_HOST) reason = "DnsFailed";
+      else if (rc == CURLE_COULDNT_CONNECT) reason = std::string(reason::kConnectFailed);
+      else if (rc == CURLE_COULDNT_RESOLVE_HOST) reason = std::string(reason::kDnsFailed);
       else if (rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) reason = "ConnectionLost";
       std::string what = curl_easy_strerror(rc);
       if (rc == CURLE_OPERATION_TIMEDOUT) {

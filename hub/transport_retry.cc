@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "hub/http_parse.h"
+#include "hubload/reasons.h"
 #include "hubload/transport.h"
 
 namespace hubload {
@@ -40,14 +41,17 @@ class RetryingTransport : public HttpTransport {
   RetryingTransport(std::shared_ptr<HttpTransport> inner, RetryPolicy p) : inner_(std::move(inner)), p_(std::move(p)) {}
 
   Result<HttpResponse> Send(const HttpRequest& req, BodySink* sink) override {
-    auto start = std::chrono::steady_clock::now();
+    // A fresh allowance per Send unless the caller shares one (a file's resumes).
+    std::shared_ptr<RetryBudget> budget = req.budget ? req.budget : std::make_shared<RetryBudget>();
     double backoff = p_.initial_backoff_s;
-    double hooked_sleep = 0;  // time "slept" through a test hook (not on the clock)
+    double unreachable_backoff = p_.unreachable_backoff_s;
     thread_local std::mt19937_64 rng{std::random_device{}()};
     for (int attempt = 0;; ++attempt) {
       std::optional<TrackingSink> tracking;
       if (sink) tracking.emplace(sink);
+      auto t0 = std::chrono::steady_clock::now();
       auto r = inner_->Send(req, sink ? &*tracking : nullptr);
+      double failed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       bool retryable = false;
       std::optional<double> retry_after;
       if (r.ok()) {
@@ -58,28 +62,35 @@ class RetryingTransport : public HttpTransport {
         retryable = r.status().code() == Code::kNetwork;
       }
       if (tracking && tracking->delivered()) retryable = false;  // caller resumes with Range
-      int max_retries = req.max_retries >= 0 ? std::min(req.max_retries, p_.max_retries) : p_.max_retries;
-      if (!retryable || attempt >= max_retries) return r;
-      double sleep = retry_after ? *retry_after : backoff;
+      if (!retryable) return r;
+      const bool unreachable =
+          !r.ok() && (r.status().Is(reason::kConnectFailed) || r.status().Is(reason::kDnsFailed));
+      double base = unreachable ? unreachable_backoff : backoff;
+      double sleep = retry_after ? *retry_after : base;
       if (!retry_after && p_.jitter_fraction > 0) {
-        std::uniform_real_distribution<double> d(0, p_.jitter_fraction * backoff);
+        std::uniform_real_distribution<double> d(0, p_.jitter_fraction * base);
         sleep += d(rng);
       }
-      double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() + hooked_sleep;
-      if (elapsed + sleep > p_.max_total_s) return r;
+      if (!budget->Take(p_, req.max_retries, unreachable, failed_s, sleep)) return r;
       // Say so: a client retrying quietly for a minute looks hung (huggingface_hub
       // logs "Retrying in Xs [Retry n/N]" the same way). URL redacted, no token.
-      spdlog::warn("{} {}: {}; retrying in {:.1f} s [retry {}/{}]", req.method, RedactUrl(req.url),
-                   r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message(), sleep, attempt + 1,
-                   max_retries);
-      if (req.on_retry) req.on_retry(r.ok() ? r->status : 0);
-      if (p_.sleep) {
-        p_.sleep(sleep);
-        hooked_sleep += sleep;
+      // A host that refuses connections is announced once, then retried quietly.
+      const int max_retries = req.max_retries >= 0 ? std::min(req.max_retries, p_.max_retries) : p_.max_retries;
+      std::string what = r.ok() ? "HTTP " + std::to_string(r->status) : r.status().message();
+      if (!unreachable) {
+        spdlog::warn("{} {}: {}; retrying in {:.1f} s [retry {}/{}]", req.method, RedactUrl(req.url), what, sleep,
+                     budget->retries(), max_retries);
+      } else if (budget->unreachable_retries() == 1) {
+        spdlog::warn("{} {}: {}; retrying at most {} times within {:.0f} s", req.method, RedactUrl(req.url), what,
+                     std::min(p_.max_unreachable_retries, max_retries), p_.max_unreachable_total_s);
+      } else {
+        spdlog::debug("{} {}: {}; retry {}", req.method, RedactUrl(req.url), what, budget->unreachable_retries());
       }
+      if (req.on_retry) req.on_retry(r.ok() ? r->status : 0);
+      if (p_.sleep) p_.sleep(sleep);
       else std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
-      backoff = std::min(backoff * 2, p_.max_backoff_s);
+      if (unreachable) unreachable_backoff = std::min(unreachable_backoff * 2, p_.max_backoff_s);
+      else backoff = std::min(backoff * 2, p_.max_backoff_s);
     }
   }
 
@@ -89,6 +100,42 @@ class RetryingTransport : public HttpTransport {
 };
 
 }  // namespace
+
+bool RetryBudget::Take(const RetryPolicy& p, int max_retries, bool unreachable, double failed_s, double sleep_s) {
+  std::lock_guard<std::mutex> l(mu_);
+  const int max = max_retries >= 0 ? std::min(max_retries, p.max_retries) : p.max_retries;
+  failing_s_ += failed_s;
+  if (unreachable) unreachable_s_ += failed_s;
+  bool ok = retries_ < max && failing_s_ + sleep_s <= p.max_total_s;
+  if (unreachable)
+    ok = ok && unreachable_ < p.max_unreachable_retries && unreachable_s_ + sleep_s <= p.max_unreachable_total_s;
+  if (!ok) {
+    exhausted_ = true;
+    return false;
+  }
+  ++retries_;
+  failing_s_ += sleep_s;
+  if (unreachable) {
+    ++unreachable_;
+    unreachable_s_ += sleep_s;
+  }
+  return true;
+}
+
+bool RetryBudget::exhausted() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return exhausted_;
+}
+
+int RetryBudget::retries() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return retries_;
+}
+
+int RetryBudget::unreachable_retries() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return unreachable_;
+}
 
 bool IsRetryableHttpStatus(int s) { return s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504; }
 

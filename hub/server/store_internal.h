@@ -36,15 +36,18 @@ std::string LfsPointer(const std::string& sha256, uint64_t size);
 /// false on a read error.
 bool HashFile(const fs::path& p, std::string* sha256, std::string* git_sha1, uint64_t* size);
 
-/// True when `path` is a safe relative repo path: non-empty '/'-separated
-/// segments, none "." or "..", no backslash, NUL, CR or LF, not absolute.
+/// True when `path` passes the one repo path rule, ValidateRepoPath
+/// (hubload/repo.h): relative, no empty/"."/".." segment, no backslash or
+/// control character, no `.git` or `.cache` segment (the Hub refuses both in
+/// commits and never lists them; huggingface_hub refuses them on upload).
 bool IsSafeRepoPath(const std::string& path);
-/// IsSafeRepoPath and no `.git` or `.cache` segment (the Hub refuses both in
-/// commits; huggingface_hub refuses them on upload): what a commit may write.
+/// What a commit may write: the same rule as IsSafeRepoPath (kept as a name
+/// at the commit call sites).
 bool IsCommittablePath(const std::string& path);
 /// Same as IsSafeRepoPath for a ref name ("main", "refs/pr/1", "v1.0"), plus
 /// git's forbidden characters (space ~ ^ : ? * [ and controls).
 bool IsSafeRefName(const std::string& ref);
+/// ValidateRepoId (hubload/repo.h) passes.
 bool IsValidRepoId(const std::string& id);
 /// Web URL prefix of a repo type: "", "datasets/", "spaces/".
 const char* TypePrefix(RepoType type);

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "hub/server/store_internal.h"
+#include "hubload/reasons.h"
 #include "util/digest.h"
 #include "util/file_io.h"
 #include "util/json.h"
@@ -113,8 +114,9 @@ Status ParseListing(const std::string& text, const std::string& doc, std::map<st
   HUBLOAD_ASSIGN_OR_RETURN(util::JsonIn files, in.Object("files"));
   HUBLOAD_ASSIGN_OR_RETURN(auto members, files.Members());
   for (auto& [path, e] : members) {
-    if (!IsSafeRepoPath(path)) return e.Invalid("is not a safe path in a repo");
-    if (!IsCommittablePath(path)) continue;  // .git/.cache entries are never served
+    Status safe = ValidateRepoPath(path);
+    if (safe.Is(reason::kForbiddenFolder)) continue;  // .git/.cache entries are never served
+    if (!safe.ok()) return e.Invalid("is not a safe path in a repo");
     ListedFile f;
     HUBLOAD_ASSIGN_OR_RETURN(f.size, e.Uint("size"));
     HUBLOAD_ASSIGN_OR_RETURN(f.blob_id, e.String("blob_id"));

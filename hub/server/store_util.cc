@@ -67,33 +67,10 @@ bool HashFile(const fs::path& p, std::string* sha256, std::string* git_sha1, uin
   return ok;
 }
 
-bool IsSafeRepoPath(const std::string& path) {
-  if (path.empty() || path.size() > 4096 || path.front() == '/' || path.back() == '/') return false;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    std::string_view seg(path.data() + start, end - start);
-    if (seg.empty() || seg == "." || seg == ".." || seg.size() > 255) return false;
-    start = end + 1;
-  }
-  for (char c : path)
-    if (c == '\\' || c == '\0' || c == '\n' || c == '\r') return false;
-  return true;
-}
+// The one path rule (hubload/repo.h): structure and the .git/.cache folders.
+bool IsSafeRepoPath(const std::string& path) { return ValidateRepoPath(path).ok(); }
 
-bool IsCommittablePath(const std::string& path) {
-  if (!IsSafeRepoPath(path)) return false;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    std::string_view seg(path.data() + start, end - start);
-    if (seg == ".git" || seg == ".cache") return false;
-    start = end + 1;
-  }
-  return true;
-}
+bool IsCommittablePath(const std::string& path) { return IsSafeRepoPath(path); }
 
 bool IsSafeRefName(const std::string& ref) {
   if (!IsSafeRepoPath(ref)) return false;
@@ -104,24 +81,7 @@ bool IsSafeRefName(const std::string& ref) {
   return ref.find("..") == std::string::npos && ref.find("@{") == std::string::npos;
 }
 
-bool IsValidRepoId(const std::string& id) {
-  if (id.empty() || id.size() > 200) return false;
-  size_t slash = id.find('/');
-  if (slash != std::string::npos && id.find('/', slash + 1) != std::string::npos) return false;
-  size_t start = 0;
-  while (true) {
-    size_t end = id.find('/', start);
-    std::string seg = id.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (seg.empty() || seg == "." || seg == ".." || seg.find("--") != std::string::npos || seg.front() == '-' ||
-        seg.front() == '.')
-      return false;
-    for (char c : seg)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return true;
-}
+bool IsValidRepoId(const std::string& id) { return ValidateRepoId(id).ok(); }
 
 const char* TypePrefix(RepoType type) {
   switch (type) {

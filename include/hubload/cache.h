@@ -29,40 +29,18 @@
 #include <string_view>
 #include <vector>
 
+#include "hubload/repo.h"  // RepoType, ValidateRepoId, ValidateRepoPath, IsCommitHash
 #include "hubload/status.h"
 
 namespace hubload {
-
-/// Hub repository kinds (huggingface_hub constants.REPO_TYPES).
-enum class RepoType { kModel, kDataset, kSpace };
-
-/// "model" / "dataset" / "space".
-const char* RepoTypeName(RepoType t);
-/// Parses "model"/"dataset"/"space" (also the plurals); kInvalidArgument else.
-Result<RepoType> ParseRepoType(std::string_view s);
-
-/// True when `s` is a full commit id: exactly 40 lowercase hex digits
-/// (huggingface_hub REGEX_COMMIT_HASH).
-bool IsCommitHash(std::string_view s);
 
 /// "models--org--name" / "datasets--org--name" / "spaces--name"
 /// (huggingface_hub repo_folder_name). Does not validate `repo_id`.
 std::string RepoFolderName(std::string_view repo_id, RepoType type);
 
-/// Checks a repo id: one or two non-empty segments of [A-Za-z0-9._-], no
-/// "..", no leading/trailing '-' or '.'. kInvalidArgument naming the rule.
-Status ValidateRepoId(std::string_view repo_id);
-
 /// Blob name from an ETag header value: strips a leading weak marker `W/` and
 /// surrounding double quotes (huggingface_hub _normalize_etag). `"abc"` → abc.
 std::string NormalizeEtag(std::string_view header_value);
-
-/// Checks a path in a repo that came from a caller or a server (B16): rejects
-/// empty names, empty or "." or ".." segments, absolute paths ("/x", "\\x"),
-/// Windows drive or UNC forms ("C:\\x", "C:x", "\\\\host\\share"), backslashes,
-/// NUL and other control characters. kInvalidArgument, reason "UnsafePath",
-/// message naming the path and the rule. Applies POSIX and Windows rules together.
-Status ValidateRepoPath(std::string_view path);
 
 /// Checks a revision name for use under refs/ (no "..", no empty segments,
 /// no leading '/', no control characters). kInvalidArgument on failure.

@@ -161,6 +161,11 @@ struct DownloadCallbacks {
   /// is known. Called from worker threads, possibly concurrently — rate-limited
   /// to about 10 calls/s plus one final call.
   std::function<void(uint64_t bytes_done, uint64_t bytes_total)> on_progress;
+  /// Body bytes received over the network in this call so far — without the
+  /// bytes of resumed partials or cached files that bytes_done includes: the
+  /// numerator of a transfer rate (issue 19: a resumed download is not
+  /// "541 MiB/s"). Called right after on_progress, same threads and limits.
+  std::function<void(uint64_t bytes_received)> on_bytes_received;
   /// Per-file progress (path_in_repo, done, total; total 0 if unknown).
   std::function<void(const std::string& path_in_repo, uint64_t bytes_done, uint64_t bytes_total)> on_file_progress;
   /// Called from a worker thread whenever the contiguous prefix of a file being downloaded grows (at most

@@ -28,7 +28,21 @@ inline constexpr std::string_view kRangesUnusable = "RangesUnusable";
 inline constexpr std::string_view kSinkAborted = "SinkAborted";
 inline constexpr std::string_view kCancelled = "Cancelled";
 inline constexpr std::string_view kOfflineMiss = "OfflineMiss";
+/// A path in a repo that breaks the structural rule (hubload/repo.h).
 inline constexpr std::string_view kUnsafePath = "UnsafePath";
+/// A path in a repo with a ".git" or ".cache" segment (hubload/repo.h;
+/// huggingface_hub FORBIDDEN_FOLDERS; the Hub refuses them in commits).
+inline constexpr std::string_view kForbiddenFolder = "ForbiddenFolder";
+/// Transport: the connection was refused / the host name did not resolve
+/// (retried only RetryPolicy::max_unreachable_retries times).
+inline constexpr std::string_view kConnectFailed = "ConnectFailed";
+inline constexpr std::string_view kDnsFailed = "DnsFailed";
+/// An endpoint or redirect URL whose scheme is not http or https.
+inline constexpr std::string_view kUnsupportedScheme = "UnsupportedScheme";
+/// A redirect from https to http while the endpoint is https.
+inline constexpr std::string_view kInsecureRedirect = "InsecureRedirect";
+/// A request header (token, user agent, custom header) with CR, LF or NUL.
+inline constexpr std::string_view kBadHeaderValue = "BadHeaderValue";
 
 // ---- untrusted JSON (util/json.h) ------------------------------------------
 /// Text that is not JSON (or nests too deep).

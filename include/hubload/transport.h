@@ -15,7 +15,14 @@
 // the caller classifies it (hub/ maps X-Error-Code and status to Code values).
 // Send() fails only when no complete response could be obtained: Code::kNetwork
 // (connect, DNS, TLS, timeout, stall, too many redirects), Code::kCancelled
-// (the sink returned false), Code::kInvalidArgument (malformed URL or body file).
+// (the sink returned false), Code::kInvalidArgument (malformed URL or body file,
+// a URL that is not http(s) — reason "UnsupportedScheme" —, a header name or
+// value with CR, LF or NUL — reason "BadHeaderValue", the value never shown),
+// Code::kUnsupported (a redirect to a scheme other than http(s), reason
+// "UnsupportedScheme", or from https to http unless
+// TransportOptions::allow_https_to_http_redirects, reason "InsecureRedirect";
+// the refused URL is never opened). libcurl is restricted to http and https
+// (CURLOPT_PROTOCOLS_STR / CURLOPT_REDIR_PROTOCOLS_STR) on every handle.
 // Error messages and contexts carry URLs passed through RedactUrl(): never a
 // token, a userinfo password or a presigned query string.
 //
@@ -26,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,6 +72,8 @@ struct FileBody {
   uint64_t length = 0;  // bytes to send
 };
 
+class RetryBudget;
+
 struct HttpRequest {
   std::string method = "GET";  // GET, HEAD, POST, PUT, ...
   /// Absolute http(s) URL, already percent-encoded (hub/ builds it).
@@ -89,6 +99,10 @@ struct HttpRequest {
   /// max_retries, 0 = never retried (a metadata call the cache can answer
   /// instead: huggingface_hub falls back at once). Other transports ignore it.
   int max_retries = -1;
+  /// Retry allowance shared with other requests (the attempts and resumes of
+  /// one file's download): MakeRetryingTransport draws this request's retries
+  /// from it instead of from a fresh allowance per Send. Null = a fresh one.
+  std::shared_ptr<RetryBudget> budget;
   /// Called by MakeRetryingTransport on the sending thread just before it
   /// sleeps to retry this request, with the HTTP status that caused the retry
   /// (429, 503, ...) or 0 for a connection error. May be null. The download
@@ -147,6 +161,9 @@ struct TransportOptions {
   /// Negotiate HTTP/2 over TLS (ALPN) when the server offers it; h2c is never
   /// attempted on plain http.
   bool http2 = true;
+  /// Follow a redirect from https to plain http. Off by default (issue 19);
+  /// the Hub client turns it on only when its endpoint itself is http.
+  bool allow_https_to_http_redirects = false;
   /// Receive buffer per transfer handed to libcurl, bytes (≥ 1 MiB writes are
   /// what performance.md recommends for the cache write path).
   size_t buffer_bytes = 1 << 20;
@@ -165,14 +182,48 @@ struct RetryPolicy {
   double max_backoff_s = 8.0;
   /// Random extra delay, uniform in [0, jitter_fraction × backoff].
   double jitter_fraction = 0.25;
-  /// No retry is started once this much time (seconds) has passed since the
-  /// first attempt, nor one whose sleep would end after it.
+  /// No retry is started once this much time (seconds) has been spent in
+  /// failed attempts and backoff sleeps (of one Send, or of every request
+  /// sharing a RetryBudget), nor one whose sleep would end after it.
   double max_total_s = 60.0;
+  /// A refused connection or a DNS failure (reasons kConnectFailed,
+  /// kDnsFailed: the host is down or does not exist) is retried at most this
+  /// many times, with backoff from unreachable_backoff_s doubling, and only
+  /// while the time spent on such failures stays within
+  /// max_unreachable_total_s (issue 19: not the full budget; huggingface_hub
+  /// does not retry a refused metadata call at all). These retries count
+  /// against max_retries too. The first such retry is logged as a warning.
+  int max_unreachable_retries = 3;
+  double unreachable_backoff_s = 0.5;
+  double max_unreachable_total_s = 10.0;
   /// `Retry-After: <seconds>` on 429/503 replaces the computed backoff
   /// (capped at max_total_s); HTTP-date values fall back to the backoff.
   bool honour_retry_after = true;
   /// Sleep hook, seconds; null = std::this_thread::sleep_for. Tests record it.
   std::function<void(double)> sleep;
+};
+
+/// Retries shared by several Sends through HttpRequest::budget (one file's
+/// attempts and resumes: issue 19, the budget no longer restarts per resume).
+/// Counts retries and the time spent failing, per RetryPolicy. Thread-safe.
+class RetryBudget {
+ public:
+  /// Takes one retry when `policy` (and the request's `max_retries`, -1 =
+  /// the policy's) still allows one after `failed_s` more seconds of failed
+  /// attempt and before a sleep of `sleep_s`; `unreachable` selects the
+  /// refused-connection limits. False (and exhausted() from then on) otherwise.
+  bool Take(const RetryPolicy& policy, int max_retries, bool unreachable, double failed_s, double sleep_s);
+  /// True once a retry was refused for lack of budget.
+  bool exhausted() const;
+  /// Retries taken so far (all kinds) / for refused connections.
+  int retries() const;
+  int unreachable_retries() const;
+
+ private:
+  mutable std::mutex mu_;
+  int retries_ = 0, unreachable_ = 0;
+  double failing_s_ = 0, unreachable_s_ = 0;
+  bool exhausted_ = false;
 };
 
 /// True for statuses the policy retries: 408, 429, 500, 502, 503, 504.

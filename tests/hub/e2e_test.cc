@@ -495,6 +495,31 @@ TEST(HubDownload, CompletePartialIsPromotedWithoutRangedGet) {
   EXPECT_EQ(ReadAll(*q), data);
 }
 
+TEST(HubDownload, ProgressAfterResumeCountsOnlyBytesReceivedInThisRun) {
+  // Issue 19: a resumed download reports the partial's bytes as done but not
+  // as received (the rate's numerator); received == what the server sent.
+  auto hub = StartTestHub();
+  ASSERT_TRUE(hub);
+  std::string data = Pattern(300000, 10);
+  std::string sha = Sha256(data);
+  hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
+  TempDir cache;
+  fs::create_directories(cache.path() / "models--org--m/blobs");
+  hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (sha + ".incomplete"),
+                                   data.substr(0, 100000));
+  std::atomic<uint64_t> done{0}, received{0};
+  hubload::SnapshotRequest req;
+  req.repo_id = "org/m";
+  req.allow_patterns = {"w.bin"};
+  req.callbacks.on_progress = [&](uint64_t d, uint64_t) { done = d; };
+  req.callbacks.on_bytes_received = [&](uint64_t n) { received = n; };
+  auto p = hubload::HubClient(Opts(*hub, cache.str())).Snapshot(req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(done.load(), data.size());
+  EXPECT_EQ(BytesFor(*hub, sha), data.size() - 100000);  // the server's own count
+  EXPECT_EQ(received.load(), data.size() - 100000);
+}
+
 TEST(HubDownload, ServerIgnoringRangeRestartsWithoutDuplicatingBytes) {
   // B08 / S9: Range ignored → the 200 body restarts the partial; exactly 1.00× bytes.
   auto hub = StartTestHub();

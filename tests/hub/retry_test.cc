@@ -11,7 +11,7 @@ namespace {
 
 struct Scripted {
   Scripted(int s = 200, std::string ra = "", std::string b = "") : status(s), retry_after(std::move(ra)), body(std::move(b)) {}
-  int status;  // 0 = network error
+  int status;  // 0 = connection refused, -1 = timeout
   std::string retry_after;
   std::string body;
 };
@@ -25,6 +25,7 @@ class FakeTransport : public hubload::HttpTransport {
     Scripted s = script_.empty() ? Scripted{} : script_.front();
     if (!script_.empty()) script_.pop_front();
     if (s.status == 0) return hubload::Status(hubload::Code::kNetwork, "connection refused", "ConnectFailed");
+    if (s.status == -1) return hubload::Status(hubload::Code::kNetwork, "timed out", "Timeout");
     hubload::HttpResponse r;
     r.status = s.status;
     if (!s.retry_after.empty()) r.headers.Add("Retry-After", s.retry_after);
@@ -116,7 +117,8 @@ TEST(RetryPolicy, GivesUpAfterMaxRetriesWithLastAnswer) {
 }
 
 TEST(RetryPolicy, TotalTimeBudgetStopsRetrying) {
-  auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>(10, Scripted{0}));
+  // A timeout (a refused connection has its own shorter limits, below).
+  auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>(10, Scripted{-1}));
   std::vector<double> sleeps;
   auto p = Policy(&sleeps);
   p.max_total_s = 2.5;  // 1 s fits, 1 + 2 s does not
@@ -210,4 +212,51 @@ TEST(HttpErrors, ClassifiedByErrorCodeThenStatus) {
   EXPECT_EQ(s.context().repo_id, "org/m");
   EXPECT_NE(s.message().find("f.bin"), std::string::npos);
   EXPECT_TRUE(hubload::StatusFromHttp(302, with(""), "", ctx).ok());
+}
+
+TEST(RetryPolicy, RefusedConnectionIsRetriedOnlyAFewTimesQuickly) {
+  // A host that refuses connections: max_unreachable_retries (3) short sleeps,
+  // not max_retries (5) long ones; 5xx keeps the full count.
+  auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>(10, Scripted{0}));
+  std::vector<double> sleeps;
+  auto p = Policy(&sleeps);
+  p.max_unreachable_retries = 3;
+  p.unreachable_backoff_s = 0.5;
+  p.max_unreachable_total_s = 10;
+  auto r = hubload::MakeRetryingTransport(fake, p)->Send({}, nullptr);
+  EXPECT_EQ(r.status().code(), hubload::Code::kNetwork);
+  EXPECT_EQ(fake->calls, 4);
+  EXPECT_EQ(sleeps, (std::vector<double>{0.5, 1, 2}));
+  // The unreachable time bound cuts earlier: 0.5 + 1 fits in 2 s, + 2 does not.
+  auto fake2 = std::make_shared<FakeTransport>(std::deque<Scripted>(10, Scripted{0}));
+  sleeps.clear();
+  p.max_unreachable_total_s = 2;
+  (void)hubload::MakeRetryingTransport(fake2, p)->Send({}, nullptr);
+  EXPECT_EQ(fake2->calls, 3);
+  EXPECT_EQ(sleeps, (std::vector<double>{0.5, 1}));
+  auto fake3 = std::make_shared<FakeTransport>(std::deque<Scripted>(10, Scripted{503}));
+  sleeps.clear();
+  (void)hubload::MakeRetryingTransport(fake3, p)->Send({}, nullptr);
+  EXPECT_EQ(fake3->calls, 6);
+  EXPECT_EQ(sleeps, (std::vector<double>{1, 2, 4, 8, 8}));
+}
+
+TEST(RetryPolicy, SharedBudgetIsNotRestartedPerSend) {
+  // Two Sends of one file (a resume) share one RetryBudget: 5 retries in all.
+  auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>(20, Scripted{503}));
+  std::vector<double> sleeps;
+  auto t = hubload::MakeRetryingTransport(fake, Policy(&sleeps));
+  hubload::HttpRequest req;
+  req.budget = std::make_shared<hubload::RetryBudget>();
+  (void)t->Send(req, nullptr);
+  EXPECT_EQ(fake->calls, 6);
+  (void)t->Send(req, nullptr);
+  EXPECT_EQ(fake->calls, 7);  // one attempt, no retry left
+  EXPECT_EQ(req.budget->retries(), 5);
+  EXPECT_TRUE(req.budget->exhausted());
+  EXPECT_EQ(sleeps.size(), 5u);
+  // Without a shared budget each Send has its own (the old behaviour).
+  hubload::HttpRequest fresh;
+  (void)t->Send(fresh, nullptr);
+  EXPECT_EQ(fake->calls, 13);
 }

@@ -24,6 +24,10 @@ class Display {
     if (quiet_) return cb;
     cb.on_file_done = [this](const std::string& path, const std::string& local) { FileDone(path, local); };
     cb.on_progress = [this](uint64_t done, uint64_t total) { Total(done, total); };
+    cb.on_bytes_received = [this](uint64_t n) {
+      std::lock_guard<std::mutex> l(mu_);
+      received_ = n;  // the rate counts only bytes of this run, not a resumed partial
+    };
     if (tty_)
       cb.on_file_progress = [this](const std::string& p, uint64_t d, uint64_t t) { FileProgress(p, d, t); };
     return cb;
@@ -75,7 +79,7 @@ class Display {
       ++shown;
     }
     double secs = std::chrono::duration<double>(now - start_).count();
-    double rate = secs > 0 ? done_ / secs : 0;
+    double rate = secs > 0 ? static_cast<double>(received_) / secs : 0;
     std::string eta = rate > 0 && total_ > done_ ? std::to_string(static_cast<int>((total_ - done_) / rate)) + " s" : "-";
     std::fprintf(stderr, "%s %s / %s  %s/s  ETA %s  total\n", Bar(done_, total_).c_str(), hubload::cli::HumanBytes(done_).c_str(),
                  hubload::cli::HumanBytes(total_).c_str(), hubload::cli::HumanBytes(rate).c_str(), eta.c_str());
@@ -85,7 +89,7 @@ class Display {
   bool quiet_, tty_;
   std::mutex mu_;
   std::map<std::string, std::pair<uint64_t, uint64_t>> active_;
-  uint64_t done_ = 0, total_ = 0;
+  uint64_t done_ = 0, total_ = 0, received_ = 0;
   int lines_ = 0;
   std::chrono::steady_clock::time_point start_, last_{};
 };
