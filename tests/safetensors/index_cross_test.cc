@@ -178,3 +178,28 @@ TEST(CheckIndexAgainstShards, SameRulesAsTheLoadCheck) {
 }
 
 }  // namespace
+
+namespace {
+
+// `load` reports the same total_size mismatch as a warning and still loads.
+TEST(InspectIndexCrossCheck, LoadWarnsAboutTotalSize) {
+  TempDir tmp;
+  WriteShard(tmp.path() / kS1, {{"a", 3}});
+  WriteShard(tmp.path() / kS2, {{"b", 4}});
+  WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"b", kS2}}, 100);  // tensors hold 28
+  std::string out, err;
+  ASSERT_EQ(RunCommand(Q(Bin()) + " load " + Q(tmp.str()) + " --json", &out, &err), 0) << out << err;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  bool found = false;
+  for (auto& w : j["warnings"])
+    found |= w.get<std::string>().find("total_size is 100 bytes but the tensors hold 28 bytes") != std::string::npos;
+  EXPECT_TRUE(found) << j["warnings"].dump();
+  WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"b", kS2}}, 28);
+  ASSERT_EQ(RunCommand(Q(Bin()) + " load " + Q(tmp.str()) + " --json", &out, &err), 0) << out << err;
+  j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  for (auto& w : j["warnings"]) EXPECT_EQ(w.get<std::string>().find("total_size"), std::string::npos) << w;
+}
+
+}  // namespace
