@@ -64,7 +64,16 @@ Status CreateBranch(const Session& s, const std::string& repo_id, const std::str
   std::string url = s.ApiUrl(o.repo_type, repo_id, "/branch/" + EncodeRevision(branch));
   std::string what = "creating branch '" + branch + "' of " + repo_id +
                      (o.revision.empty() ? std::string() : " at '" + o.revision + "'");
-  return Write(s, "POST", url, &body, s.Ctx(repo_id, o.revision, ""), o.exist_ok, what);
+  Status st = Write(s, "POST", url, &body, s.Ctx(repo_id, o.revision, ""), o.exist_ok, what);
+  // huggingface_hub: with exist_ok, a 403 (no write access to the namespace)
+  // is success when the branch is listed; else the 403 stands.
+  if (o.exist_ok && st.code() == Code::kPermissionDenied) {
+    auto refs = ListRepoRefs(s, repo_id, o.repo_type, false);
+    if (refs.ok())
+      for (const GitRefInfo& b : refs->branches)
+        if (b.name == branch) return Status::Ok();
+  }
+  return st;
 }
 
 Status DeleteBranch(const Session& s, const std::string& repo_id, const std::string& branch, RepoType t) {

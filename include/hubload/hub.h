@@ -372,7 +372,8 @@ class HubClient {
 
   /// huggingface_hub create_branch: POST /api/{type}s/{repo}/branch/{branch}
   /// with {"startingPoint": revision} when revision is set. exist_ok turns a
-  /// 409 Conflict into success.
+  /// 409 Conflict into success, and a 403 too when ListRepoRefs lists the
+  /// branch (as huggingface_hub). exist_ok never moves an existing branch.
   Status CreateBranch(const std::string& repo_id, const std::string& branch,
                       const CreateBranchOptions& options = {}) const;
   /// huggingface_hub delete_branch: DELETE /api/{type}s/{repo}/branch/{branch}.

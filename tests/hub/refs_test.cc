@@ -183,6 +183,23 @@ TEST_F(ClientRefsTest, ListRepoCommitsFollowsPagesNewestFirst) {
   EXPECT_EQ(client_->ListRepoCommits("org/model", "nope").status().code(), Code::kRevisionNotFound);
 }
 
+// huggingface_hub create_branch(exist_ok=True): a 403 is success when the branch is listed.
+TEST(ClientRefsReadOnly, ExistOkForgivesA403OnlyForAListedBranch) {
+  server::ServerOptions so;
+  so.read_only = true;  // every write answers 403
+  auto hub = StartTestHub(so);
+  ASSERT_TRUE(hub);
+  ASSERT_FALSE(hub->AddRepo("org/m", {{"config.json", "{}"}}).empty());
+  ClientOptions o;
+  o.config.endpoint = hub->url();
+  HubClient client(o);
+  CreateBranchOptions ok;
+  ok.exist_ok = true;
+  EXPECT_OK(client.CreateBranch("org/m", "main", ok));
+  EXPECT_EQ(client.CreateBranch("org/m", "main").code(), Code::kPermissionDenied);
+  EXPECT_EQ(client.CreateBranch("org/m", "new", ok).code(), Code::kPermissionDenied);
+}
+
 // The answers' shapes are checked field by field (hub/answers.h).
 TEST(RefsAnswers, MalformedAnswersAreInvalidFormat) {
   using nlohmann::json;

@@ -12,6 +12,7 @@
 
 #include "safetensors/independent.h"
 #include "testing/util.h"
+#include "util/hex.h"
 
 namespace hubload::testing {
 namespace {
@@ -19,16 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string Q(const std::string& s) { return "'" + s + "'"; }
-
-std::string ToHex(const uint8_t* p, size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s.push_back(d[p[i] >> 4]);
-    s.push_back(d[p[i] & 15]);
-  }
-  return s;
-}
 
 // Every tensor of the safetensors files in `dir`: name -> {dtype, shape, hex}.
 nlohmann::json ReadOutput(const fs::path& dir, size_t* files) {
@@ -45,7 +36,7 @@ nlohmann::json ReadOutput(const fs::path& dir, size_t* files) {
     for (const auto& [name, t] : h.tensors) {
       EXPECT_FALSE(got.contains(name)) << name << " written twice";
       got[name] = {{"dtype", t.dtype}, {"shape", t.shape},
-                   {"hex", ToHex(bytes.data() + 8 + h.n + t.begin, t.end - t.begin)}};
+                   {"hex", util::Hex(bytes.data() + 8 + h.n + t.begin, t.end - t.begin)}};
     }
   }
   return got;

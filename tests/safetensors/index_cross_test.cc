@@ -9,6 +9,7 @@
 
 #include "hubload/reasons.h"
 #include "hubload/safetensors.h"
+#include "safetensors/cli_run.h"
 #include "safetensors/independent.h"
 #include "testing/util.h"
 
@@ -16,15 +17,6 @@ using namespace hubload::testing;
 namespace st = hubload::safetensors;
 
 namespace {
-
-std::string Q(const std::string& s) { return "'" + s + "'"; }
-
-std::string Bin() {
-#ifdef HUBLOAD_CLI_PATH
-  if (!std::getenv("HUBLOAD_BIN")) return HUBLOAD_CLI_PATH;
-#endif
-  return HubloadBin();
-}
 
 // A shard of F32 vectors: {name -> elements}; data is zeros.
 void WriteShard(const std::filesystem::path& p, const std::vector<std::pair<std::string, int>>& tensors) {
@@ -45,12 +37,12 @@ void WriteIndex(const std::filesystem::path& p, const std::map<std::string, std:
   WriteFileBytes(p, j.dump());
 }
 
-struct Run {
+struct CliRun {
   int rc;
   std::string out, err;
 };
-Run Inspect(const std::filesystem::path& index, const std::string& flags = "") {
-  Run r;
+CliRun Inspect(const std::filesystem::path& index, const std::string& flags = "") {
+  CliRun r;
   r.rc = RunCommand(Q(Bin()) + " inspect " + flags + " " + Q(index.string()), &r.out, &r.err);
   return r;
 }
@@ -63,7 +55,7 @@ TEST(InspectIndexCrossCheck, ConsistentCheckpointPasses) {
   WriteShard(tmp.path() / kS1, {{"a", 3}, {"b", 2}});
   WriteShard(tmp.path() / kS2, {{"c", 5}});
   WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"b", kS1}, {"c", kS2}}, 4 * (3 + 2 + 5));
-  Run r = Inspect(tmp.path() / "model.safetensors.index.json", "--json --strict");
+  CliRun r = Inspect(tmp.path() / "model.safetensors.index.json", "--json --strict");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["problems"], nlohmann::json::array());
@@ -81,7 +73,7 @@ TEST(InspectIndexCrossCheck, EveryProblemIsNamed) {
   WriteShard(tmp.path() / kS2, {{"b", 1}, {"d", 1}, {"e", 1}, {"x", 1}});
   WriteIndex(tmp.path() / "model.safetensors.index.json",
              {{"a", kS1}, {"b", kS1}, {"c", kS1}, {"d", kS2}, {"x", kS2}}, std::nullopt);
-  Run r = Inspect(tmp.path() / "model.safetensors.index.json", "--json");
+  CliRun r = Inspect(tmp.path() / "model.safetensors.index.json", "--json");
   EXPECT_EQ(r.rc, 1) << r.out << r.err;
   auto j = nlohmann::json::parse(r.out);
   std::vector<std::tuple<std::string, std::string, std::string>> got;
@@ -96,7 +88,7 @@ TEST(InspectIndexCrossCheck, EveryProblemIsNamed) {
   EXPECT_EQ(got, want) << r.out;
   EXPECT_EQ(j["ok"], false);
   // Text: exit 1, each problem on stderr naming shard and tensor.
-  Run t = Inspect(tmp.path() / "model.safetensors.index.json");
+  CliRun t = Inspect(tmp.path() / "model.safetensors.index.json");
   EXPECT_EQ(t.rc, 1);
   EXPECT_NE(t.err.find("5 problem(s)"), std::string::npos) << t.err;
   EXPECT_NE(t.err.find(std::string(kS2) + ": tensor 'e'"), std::string::npos) << t.err;
@@ -110,11 +102,11 @@ TEST(InspectIndexCrossCheck, LongListsAreCutWithTheFullListInJson) {
   WriteShard(tmp.path() / kS1, many);
   WriteShard(tmp.path() / kS2, {{"z", 1}});
   WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"z", kS2}}, std::nullopt);
-  Run t = Inspect(tmp.path() / "model.safetensors.index.json");
+  CliRun t = Inspect(tmp.path() / "model.safetensors.index.json");
   EXPECT_EQ(t.rc, 1);
   EXPECT_NE(t.err.find("... and 15 more"), std::string::npos) << t.err;
   EXPECT_EQ(t.err.find("'extra.24'"), std::string::npos) << t.err;
-  Run j = Inspect(tmp.path() / "model.safetensors.index.json", "--json");
+  CliRun j = Inspect(tmp.path() / "model.safetensors.index.json", "--json");
   EXPECT_EQ(nlohmann::json::parse(j.out)["problems"].size(), 25u);
 }
 
@@ -122,14 +114,14 @@ TEST(InspectIndexCrossCheck, AbsentShardIsNamedAndAnIndexAloneIsNotCrossChecked)
   TempDir tmp;
   WriteShard(tmp.path() / kS1, {{"a", 1}});
   WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"b", kS2}, {"c", kS2}}, std::nullopt);
-  Run r = Inspect(tmp.path() / "model.safetensors.index.json", "--json");
+  CliRun r = Inspect(tmp.path() / "model.safetensors.index.json", "--json");
   EXPECT_EQ(r.rc, 1);
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["problems"].size(), 1u) << r.out;
   EXPECT_EQ(j["problems"][0]["reason"], "IndexShardMissing");
   EXPECT_EQ(j["problems"][0]["shard"], kS2);
   std::filesystem::remove(tmp.path() / kS1);
-  Run alone = Inspect(tmp.path() / "model.safetensors.index.json", "--json");
+  CliRun alone = Inspect(tmp.path() / "model.safetensors.index.json", "--json");
   EXPECT_EQ(alone.rc, 0) << alone.err;
   EXPECT_EQ(nlohmann::json::parse(alone.out)["cross_checked"], false);
 }
@@ -139,13 +131,13 @@ TEST(InspectIndexCrossCheck, TotalSizeMismatchWarnsAndFailsUnderStrict) {
   WriteShard(tmp.path() / kS1, {{"a", 3}});
   WriteShard(tmp.path() / kS2, {{"b", 4}});
   WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"b", kS2}}, 29);  // tensors hold 28
-  Run r = Inspect(tmp.path() / "model.safetensors.index.json");
+  CliRun r = Inspect(tmp.path() / "model.safetensors.index.json");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("warning:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("total_size is 29 bytes but the tensors hold 28 bytes"), std::string::npos) << r.err;
-  Run s = Inspect(tmp.path() / "model.safetensors.index.json", "--strict");
+  CliRun s = Inspect(tmp.path() / "model.safetensors.index.json", "--strict");
   EXPECT_EQ(s.rc, 1) << s.err;
-  Run sj = Inspect(tmp.path() / "model.safetensors.index.json", "--strict --json");
+  CliRun sj = Inspect(tmp.path() / "model.safetensors.index.json", "--strict --json");
   EXPECT_EQ(sj.rc, 1);
   EXPECT_EQ(nlohmann::json::parse(sj.out)["warnings"].size(), 1u);
 }

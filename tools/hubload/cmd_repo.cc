@@ -124,11 +124,15 @@ hubload::cli::Command reg{"repo", [](CLI::App& app, hubload::cli::Global& g) {
   bc->add_option("--revision", a->revision, "branch, tag or commit to start from (default: the default branch)");
   bc->add_flag("--exist-ok", a->exist_ok, "an existing branch is not an error");
   AddType(bc, a.get());
-  auto* bd = branch->add_subcommand("delete", "Delete a branch (huggingface_hub delete_branch)");
-  repo_arg(bd);
-  bd->add_option("branch", a->name, "branch name")->required();
-  bd->add_flag("-y,--yes", a->yes, "accepted for `hf` compatibility (never asks)");
-  AddType(bd, a.get());
+  auto add_delete = [&](CLI::App* parent, const std::string& kind) {
+    auto* d = parent->add_subcommand("delete", "Delete a " + kind + " (huggingface_hub delete_" + kind + ")");
+    repo_arg(d);
+    d->add_option(kind, a->name, kind + " name")->required();
+    d->add_flag("-y,--yes", a->yes, "accepted for `hf` compatibility (never asks)");
+    AddType(d, a.get());
+    return d;
+  };
+  auto* bd = add_delete(branch, "branch");
 
   auto* tag = sub->add_subcommand("tag", "Create, delete or list tags");
   tag->require_subcommand(1);
@@ -139,11 +143,7 @@ hubload::cli::Command reg{"repo", [](CLI::App& app, hubload::cli::Global& g) {
   tc->add_option("-m,--message", a->message, "tag message");
   tc->add_flag("--exist-ok", a->exist_ok, "an existing tag is not an error");
   AddType(tc, a.get());
-  auto* td = tag->add_subcommand("delete", "Delete a tag (huggingface_hub delete_tag)");
-  repo_arg(td);
-  td->add_option("tag", a->name, "tag name")->required();
-  td->add_flag("-y,--yes", a->yes, "accepted for `hf` compatibility (never asks)");
-  AddType(td, a.get());
+  auto* td = add_delete(tag, "tag");
   auto* tl = tag->add_subcommand("list", "List the tags and the commits they point to");
   repo_arg(tl);
   tl->add_flag("--json", a->as_json, "machine-readable output");
