@@ -334,7 +334,7 @@ TEST(PlanDeviceMap, ExplicitEntryMatchingNoTensorIsAnError) {
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), hubload::Code::kInvalidArgument);
   EXPECT_TRUE(plan.status().Is(hubload::reason::kDeviceMapEntryUnmatched)) << plan.status().ToString();
-  const std::string& m = plan.status().message();
+  const std::string m = plan.status().message();
   EXPECT_NE(m.find("'model.layer.1' -> cuda:0 (closest module: 'model.layers.1')"), std::string::npos) << m;
   EXPECT_NE(m.find("'model.layers.1.w.x' -> cuda:0"), std::string::npos) << m;
   EXPECT_EQ(m.find("''"), std::string::npos) << m;  // "" matched

@@ -192,6 +192,7 @@ TEST(ClientRefsReadOnly, ExistOkForgivesA403OnlyForAListedBranch) {
   ASSERT_FALSE(hub->AddRepo("org/m", {{"config.json", "{}"}}).empty());
   ClientOptions o;
   o.config.endpoint = hub->url();
+  o.config.token = kToken;  // writes need a token; the read-only mirror then answers 403
   HubClient client(o);
   CreateBranchOptions ok;
   ok.exist_ok = true;
