@@ -292,36 +292,49 @@ std::string FirstSegments(std::string_view name, size_t segments) {
   return std::string(name.substr(0, end ? end - 1 : 0));
 }
 
+// Levenshtein distance (for the "closest module" hint only).
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
 // Every explicit entry must match some tensor (a typo is not silently a
-// no-op; accelerate fails later on such a key). kInvalidArgument naming each
-// such entry and the closest module prefix of a tensor name.
+// no-op). kInvalidArgument naming each such entry and the module prefix of
+// a tensor closest to it (same number of segments; one the entry's text
+// starts, else the fewest edits).
 Status CheckEntriesMatch(const std::vector<TensorFootprint>& tensors,
                          const std::vector<std::pair<std::string, Device>>& entries) {
   std::string bad;
   size_t n = 0;
   for (const auto& [prefix, dev] : entries) {
-    bool matched = false;
-    size_t best_len = 0;
-    const std::string* closest = nullptr;
-    for (const auto& t : tensors) {
-      if (PrefixMatches(prefix, t.name)) {
-        matched = true;
-        break;
-      }
-      size_t l = 0;
-      while (l < prefix.size() && l < t.name.size() && prefix[l] == t.name[l]) ++l;
-      if (!closest || l > best_len) {
-        best_len = l;
-        closest = &t.name;
-      }
-    }
-    if (matched) continue;
+    if (std::any_of(tensors.begin(), tensors.end(), [&](const auto& t) { return PrefixMatches(prefix, t.name); }))
+      continue;
     ++n;
     bad += (bad.empty() ? "" : "; ") + std::string("'") + prefix + "' -> " + dev.ToString();
-    if (closest && best_len > 0) {
-      size_t segments = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), '.')) + 1;
-      bad += " (closest module: '" + FirstSegments(*closest, segments) + "')";
+    const size_t segments = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), '.')) + 1;
+    std::set<std::string> candidates;
+    for (const auto& t : tensors) candidates.insert(FirstSegments(t.name, segments));
+    // A module the entry is a plain-text prefix of ("lm" for "lm_head") first, then fewest edits.
+    const std::string* closest = nullptr;
+    std::pair<bool, size_t> best{true, 0};
+    for (const auto& c : candidates) {
+      std::pair<bool, size_t> d{c.rfind(prefix, 0) != 0, EditDistance(prefix, c)};
+      if (!closest || d < best) {
+        best = d;
+        closest = &c;
+      }
     }
+    if (closest) bad += " (closest module: '" + *closest + "')";
   }
   if (n == 0) return Status::Ok();
   return Status(Code::kInvalidArgument,
