@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace {
@@ -280,6 +281,69 @@ bool PrefixMatches(std::string_view prefix, std::string_view name) {
   return name.size() == prefix.size() || name[prefix.size()] == '.';
 }
 
+// The first `segments` '.'-separated segments of `name`.
+std::string FirstSegments(std::string_view name, size_t segments) {
+  size_t end = 0;
+  for (size_t k = 0; k < segments; ++k) {
+    size_t dot = name.find('.', end);
+    if (dot == std::string_view::npos) return std::string(name);
+    end = dot + 1;
+  }
+  return std::string(name.substr(0, end ? end - 1 : 0));
+}
+
+// Levenshtein distance (for the "closest module" hint only).
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Every explicit entry must match some tensor (a typo is not silently a
+// no-op). kInvalidArgument naming each such entry and the module prefix of
+// a tensor closest to it (same number of segments; one the entry's text
+// starts, else the fewest edits).
+Status CheckEntriesMatch(const std::vector<TensorFootprint>& tensors,
+                         const std::vector<std::pair<std::string, Device>>& entries) {
+  std::string bad;
+  size_t n = 0;
+  for (const auto& [prefix, dev] : entries) {
+    if (std::any_of(tensors.begin(), tensors.end(), [&](const auto& t) { return PrefixMatches(prefix, t.name); }))
+      continue;
+    ++n;
+    bad += (bad.empty() ? "" : "; ") + std::string("'") + prefix + "' -> " + dev.ToString();
+    const size_t segments = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), '.')) + 1;
+    std::set<std::string> candidates;
+    for (const auto& t : tensors) candidates.insert(FirstSegments(t.name, segments));
+    // A module the entry is a plain-text prefix of ("lm" for "lm_head") first, then fewest edits.
+    const std::string* closest = nullptr;
+    std::pair<bool, size_t> best{true, 0};
+    for (const auto& c : candidates) {
+      std::pair<bool, size_t> d{c.rfind(prefix, 0) != 0, EditDistance(prefix, c)};
+      if (!closest || d < best) {
+        best = d;
+        closest = &c;
+      }
+    }
+    if (closest) bad += " (closest module: '" + *closest + "')";
+  }
+  if (n == 0) return Status::Ok();
+  return Status(Code::kInvalidArgument,
+                "device_map entr" + std::string(n == 1 ? "y " : "ies ") + bad + " match" + (n == 1 ? "es" : "") +
+                    " no tensor of the checkpoint (a device_map key is a module prefix of tensor names, as in "
+                    "accelerate)",
+                std::string(reason::kDeviceMapEntryUnmatched));
+}
+
 Result<DeviceMapPlan> PlanExplicit(const std::vector<TensorFootprint>& tensors, const DeviceMapOptions& options,
                                    const std::vector<uint64_t>& gpu_free_bytes, const Tree& tree) {
   if (options.explicit_map.empty())
@@ -316,6 +380,7 @@ Result<DeviceMapPlan> PlanExplicit(const std::vector<TensorFootprint>& tensors, 
     target_of[key] = targets.size();
     targets.push_back(t);
   }
+  HUBLOAD_RETURN_IF_ERROR(CheckEntriesMatch(tensors, options.explicit_map));
   std::vector<int> tensor_target(tensors.size(), -1);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::pair<std::string, Device>* best = nullptr;

@@ -283,6 +283,9 @@ TEST(DeviceCli, ErrorsAreOneLineExit1) {
        {"DoesNotFit", "'layers.0.a' (20 B)", "cuda:0 10 B left of 50 B", "cpu 10 B left of 10 B"}},
       {m + " --device-map embed=cpu,layers=cpu --plan-only", {"UncoveredTensor", "'head.weight'"}},
       {m + " --device-map everywhere --plan-only", {"InvalidDeviceMap", "'everywhere'"}},
+      // A typo ("layer" for "layers") matches no tensor: named, with the closest module, even though "" covers all.
+      {m + " --device-map layer.0=0,=cpu --device-backend fake --fake-gpus 1 --fake-gpu-memory 1KiB",
+       {"DeviceMapEntryUnmatched", "'layer.0' -> cuda:0", "closest module: 'layers.0'"}},
       {m + " --max-memory 0=1GB", {"--device-map"}},
       {m + " --device-map auto --max-memory 0=10Gb --plan-only", {"InvalidMemorySize", "bits"}},
       {m + " --device cuda:3 --device-backend fake --fake-gpus 2 --plan-only", {"UnknownDevice", "cuda:3"}},

@@ -5,22 +5,13 @@
 #include <cstdlib>
 #include <set>
 
+#include "safetensors/cli_run.h"
 #include "safetensors/independent.h"
 #include "testing/util.h"
 
 using namespace hubload::testing;
 
 namespace {
-
-std::string Q(const std::string& s) { return "'" + s + "'"; }
-
-// $HUBLOAD_BIN when set, else the hubload_cli target's path baked in at build time.
-std::string Bin() {
-#ifdef HUBLOAD_CLI_PATH
-  if (!std::getenv("HUBLOAD_BIN")) return HUBLOAD_CLI_PATH;
-#endif
-  return HubloadBin();
-}
 
 TEST(HubloadInspect, JsonMatchesRawHeader) {
   auto root = SharedDataDir();
