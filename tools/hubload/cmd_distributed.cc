@@ -104,11 +104,7 @@ std::string Prefix(const hd::DistOptions& o) { return "[rank " + std::to_string(
 
 hubload::cli::Command download_reg{
     "download-distributed", [](CLI::App& app, hubload::cli::Global& g) -> std::function<int()> {
-      auto* sub = app.add_subcommand(
-          "download-distributed",
-          "snapshot download shared by a whole job: each file is fetched from the Hub once per job and broadcast "
-          "to the other nodes' caches (run one process per rank, e.g. under torchrun, srun or a Kubernetes "
-          "indexed Job)");
+      auto* sub = app.add_subcommand("download-distributed", hubload::cli::TorchCommandHelp("download-distributed"));
       auto repo_id = std::make_shared<std::string>();
       auto include = std::make_shared<std::vector<std::string>>();
       auto exclude = std::make_shared<std::vector<std::string>>();
@@ -148,9 +144,7 @@ hubload::cli::Command download_reg{
 
 hubload::cli::Command load_reg{
     "load-distributed", [](CLI::App& app, hubload::cli::Global& g) -> std::function<int()> {
-      auto* sub = app.add_subcommand(
-          "load-distributed",
-          "load a model's weights on every rank of a job while one download per job feeds all nodes' caches");
+      auto* sub = app.add_subcommand("load-distributed", hubload::cli::TorchCommandHelp("load-distributed"));
       auto repo_id = std::make_shared<std::string>();
       auto flags = std::make_shared<JobFlags>();
       auto subfolder = std::make_shared<std::string>();

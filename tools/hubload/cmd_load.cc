@@ -168,9 +168,7 @@ int RunDeviceLoad(const hubload::HubConfig& config, const LoadArgs& args) {
 }
 
 hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
-  auto* sub = app.add_subcommand(
-      "load", "Load a model by Hub repo id (downloading into the cache, each shard loaded as it arrives) or from a "
-              "local checkpoint (file, index or folder) into LibTorch tensors");
+  auto* sub = app.add_subcommand("load", hubload::cli::TorchCommandHelp("load"));
   auto a = std::make_shared<LoadArgs>();
   auto& r = a->request;
   sub->add_option("repo_id_or_path", r.repo_id,

@@ -33,8 +33,7 @@ hubload::Result<hubload::ConvertedTensorBytes> ConvertWithTorch(const hubload::s
 }
 
 hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
-  auto* sub = app.add_subcommand(
-      "reshard", "Rewrite a checkpoint as safetensors shards (huggingface_hub split), every tensor byte as stored");
+  auto* sub = app.add_subcommand("reshard", hubload::cli::TorchCommandHelp("reshard"));
   struct Args {
     std::string src, out, max_shard_size = "10GB", variant, dtype = "auto", weights_name, src_variant, subfolder;
   };
