@@ -96,14 +96,15 @@ CLI::Validator SizeCheck() {
 }
 
 namespace {
-// A whole decimal number >= `min` (no sign other than a leading '-', no spaces, no exponent).
-CLI::Validator WholeNumberAtLeast(long long min, const char* name) {
+// A whole decimal number >= `min` (min >= 0; up to 2^64-1; no sign, spaces or exponent).
+CLI::Validator WholeNumberAtLeast(unsigned long long min, const char* name) {
   return CLI::Validator(
       [min](std::string& v) -> std::string {
+        if (!v.empty() && v[0] == '-') return "'" + v + "' must be >= " + std::to_string(min);
         errno = 0;
         char* end = nullptr;
-        long long x = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || !end || *end != '\0' || errno == ERANGE)
+        unsigned long long x = v.empty() ? 0 : std::strtoull(v.c_str(), &end, 10);
+        if (v.empty() || v[0] == '+' || v[0] == ' ' || !end || *end != '\0' || errno == ERANGE)
           return "'" + v + "' is not a whole number";
         if (x < min) return "'" + v + "' must be >= " + std::to_string(min);
         return {};

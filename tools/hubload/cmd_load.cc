@@ -176,12 +176,16 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
                   "(an existing path wins)")
       ->required();
   sub->add_option("--revision", r.revision, "branch, tag, refs/pr/N or commit (Hub)")->capture_default_str();
-  sub->add_option("--repo-type", a->repo_type, "model|dataset|space (Hub)")->capture_default_str();
+  sub->add_option("--repo-type", a->repo_type, "model|dataset|space (Hub)")
+      ->capture_default_str()
+      ->check(hubload::cli::RepoTypeCheck());
   sub->add_option("--subfolder", r.subfolder, "folder holding the model (e.g. transformer, unet)");
   sub->add_option("--variant", r.variant, "weights variant (e.g. fp16)");
   sub->add_flag("--allow-variant-fallback", r.allow_variant_fallback,
                 "load the non-variant weights (with a warning) when the variant is absent");
-  sub->add_option("--dtype", a->dtype, "auto|fp32|fp16|bf16 for floating tensors")->capture_default_str();
+  sub->add_option("--dtype", a->dtype, "auto|fp32|fp16|bf16 for floating tensors")
+      ->capture_default_str()
+      ->check(hubload::cli::DtypeCheck());
   sub->add_option("--keep-in-fp32", r.load.keep_in_fp32,
                   "module name kept in fp32 (whole dot-component match); repeatable");
   sub->add_option("--device", r.device,
@@ -201,12 +205,18 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
                 "loaded; works without a GPU)");
   sub->add_option("--device-backend", a->device_backend,
                   "cuda (default when available) or fake (testing aid: host memory posing as --fake-gpus GPUs, so "
-                  "the whole device path runs on a CPU machine)");
-  sub->add_option("--fake-gpus", a->fake_gpus, "number of GPUs of --device-backend fake")->capture_default_str();
+                  "the whole device path runs on a CPU machine)")
+      ->check(CLI::IsMember({"cuda", "fake"}));
+  sub->add_option("--fake-gpus", a->fake_gpus, "number of GPUs of --device-backend fake")
+      ->capture_default_str()
+      ->check(hubload::cli::NonNegativeCheck());
   sub->add_option("--fake-gpu-memory", a->fake_gpu_memory, "memory of each fake GPU (e.g. 10GB)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(hubload::cli::SizeCheck());
   sub->add_option("--max-shards-in-flight", r.max_shards_in_flight,
-                  "downloaded shards allowed to wait for the loader")->capture_default_str();
+                  "downloaded shards allowed to wait for the loader (>= 1)")
+      ->capture_default_str()
+      ->check(hubload::cli::PositiveCheck());
   auto* local = sub->add_flag("--local", a->local, "treat the argument as a local path");
   sub->add_flag("--hub", a->hub, "treat the argument as a Hub repo id")->excludes(local);
   sub->add_flag("--json", a->json,
