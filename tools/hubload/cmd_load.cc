@@ -26,6 +26,7 @@
 #include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
 #include "tools/hubload/cli.h"
+#include "tools/hubload/progress_bar.h"
 
 namespace {
 
@@ -36,6 +37,7 @@ struct LoadArgs {
   bool local = false;
   bool hub = false;
   bool json = false;
+  bool quiet = false;
   // Device path.
   std::string device_map;
   std::string max_memory;
@@ -63,11 +65,25 @@ int Print(const LoadArgs& args, const hubload::PretrainedInfo& info) {
   return 0;
 }
 
-int RunCpuLoad(const hubload::HubConfig& config, const LoadArgs& args) {
-  hubload::ClientOptions co;
-  co.config = config;
+// Progress on stderr (hubload::cli::ProgressBar) fed by PretrainedRequest::progress.
+std::shared_ptr<hubload::cli::ProgressBar> AttachProgress(hubload::PretrainedRequest* req, bool quiet) {
+  if (!hubload::cli::ProgressWanted(quiet)) return nullptr;
+  auto bar = std::make_shared<hubload::cli::ProgressBar>();
+  req->progress = [bar](const hubload::LoadProgress& p) {
+    if (!p.file.empty()) bar->File(p.file, p.file_bytes_done, p.file_bytes_total);
+    bar->Total(p.bytes_downloaded, p.bytes_total,
+               "shards " + std::to_string(p.shards_loaded) + "/" + std::to_string(p.shards_total),
+               p.file.empty());
+  };
+  return bar;
+}
+
+int RunCpuLoad(const hubload::ClientOptions& co, const LoadArgs& args) {
   hubload::HubClient client(co);
-  auto loaded = hubload::LoadStateDict(client, args.request);
+  hubload::PretrainedRequest req = args.request;
+  auto bar = AttachProgress(&req, args.quiet);
+  auto loaded = hubload::LoadStateDict(client, req);
+  if (bar) bar->Finish();
   if (!loaded.ok()) return hubload::cli::Fail("load", loaded.status().ToString());
   return Print(args, loaded->info);
 }
@@ -156,13 +172,14 @@ int PrintDevice(const LoadArgs& args, const hubload::DeviceLoadResult& r) {
   return 0;
 }
 
-int RunDeviceLoad(const hubload::HubConfig& config, const LoadArgs& args) {
+int RunDeviceLoad(const hubload::ClientOptions& co, const LoadArgs& args) {
   auto opts = DeviceOptionsOf(args);
   if (!opts.ok()) return hubload::cli::Fail("load", opts.status().ToString());
-  hubload::ClientOptions co;
-  co.config = config;
   hubload::HubClient client(co);
-  auto r = hubload::FetchAndLoadToDevice(client, args.request, *opts);
+  hubload::PretrainedRequest req = args.request;
+  auto bar = AttachProgress(&req, args.quiet || args.plan_only);
+  auto r = hubload::FetchAndLoadToDevice(client, req, *opts);
+  if (bar) bar->Finish();
   if (!r.ok()) return hubload::cli::Fail("load", r.status().ToString());
   return PrintDevice(args, *r);
 }
@@ -223,6 +240,8 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
                 "print the JSON report (dtype, shape, sum, sha256 per tensor; timings incl. time_to_first_tensor_s, "
                 "download_s, load_s, total_s; on the device path: device_map, bytes_per_device, and per tensor its "
                 "device and the sha256 of its bytes copied back)");
+  sub->add_flag("-q,--quiet", a->quiet,
+                "no progress on stderr (also when stderr is not a terminal or HF_HUB_DISABLE_PROGRESS_BARS=1)");
   return [a, &g]() -> int {
     auto d = hubload::ParseTargetDtype(a->dtype);
     if (!d.ok()) return hubload::cli::Fail("load", d.status().message());
@@ -233,10 +252,10 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
     a->request.repo_type = *rt;
     if (a->local) a->request.source = hubload::PretrainedRequest::Source::kLocal;
     if (a->hub) a->request.source = hubload::PretrainedRequest::Source::kHub;
-    if (a->UsesDevicePath()) return RunDeviceLoad(g.config, *a);
+    if (a->UsesDevicePath()) return RunDeviceLoad(g.Client(), *a);
     if (!a->max_memory.empty() || !a->no_split.empty())
       return hubload::cli::Fail("load", "--max-memory and --no-split apply to --device-map (e.g. --device-map auto)");
-    return RunCpuLoad(g.config, *a);
+    return RunCpuLoad(g.Client(), *a);
   };
 }};
 
