@@ -19,12 +19,15 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "consumer build failed: ${rc}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer ${SHARED_DATA}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-message(STATUS "consumer output: ${out}${err}")
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "consumer failed: ${rc}")
-endif()
+function(run_consumer name)
+  execute_process(COMMAND ${WORK_DIR}/build/${name} ${SHARED_DATA}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message(STATUS "${name} output: ${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name} failed: ${rc}")
+  endif()
+endfunction()
+run_consumer(consumer)
 
 # hubload::core: links no LibTorch (no libtorch*/libc10* among the NEEDED entries) and runs.
 execute_process(COMMAND readelf -d ${WORK_DIR}/build/consumer_core RESULT_VARIABLE rc OUTPUT_VARIABLE dyn)
@@ -37,9 +40,4 @@ endif()
 if(dyn MATCHES "libtorch" OR dyn MATCHES "libc10")
   message(FATAL_ERROR "consumer_core (hubload::core) needs LibTorch: ${dyn}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer_core ${SHARED_DATA}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-message(STATUS "consumer_core output: ${out}${err}")
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "consumer_core failed: ${rc}")
-endif()
+run_consumer(consumer_core)

@@ -68,31 +68,27 @@ int Fail(const std::string& command, const std::string& message) {
 
 // ---- option checks -------------------------------------------------------
 
+namespace {
+// A check refusing what `parse` refuses, with its message (which quotes the value).
+template <typename Parse>
+CLI::Validator FromParser(Parse parse, const char* desc, const char* name) {
+  return CLI::Validator(
+      [parse](std::string& v) -> std::string {
+        auto r = parse(v);
+        return r.ok() ? std::string() : r.status().message();
+      },
+      desc, name);
+}
+}  // namespace
+
 CLI::Validator RepoTypeCheck() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        auto t = ParseRepoType(v);
-        return t.ok() ? std::string() : t.status().message();
-      },
-      "model|dataset|space", "RepoType");
+  return FromParser([](const std::string& v) { return ParseRepoType(v); }, "model|dataset|space", "RepoType");
 }
-
 CLI::Validator DtypeCheck() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        auto d = ParseTargetDtype(v);
-        return d.ok() ? std::string() : d.status().message();
-      },
-      "auto|fp32|fp16|bf16", "Dtype");
+  return FromParser([](const std::string& v) { return ParseTargetDtype(v); }, "auto|fp32|fp16|bf16", "Dtype");
 }
-
 CLI::Validator SizeCheck() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        auto s = ParseMemorySize(v);
-        return s.ok() ? std::string() : s.status().message();
-      },
-      "SIZE", "Size");
+  return FromParser([](const std::string& v) { return ParseMemorySize(v); }, "SIZE", "Size");
 }
 
 namespace {
