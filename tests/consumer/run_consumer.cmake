@@ -41,3 +41,11 @@ if(dyn MATCHES "libtorch" OR dyn MATCHES "libc10")
   message(FATAL_ERROR "consumer_core (hubload::core) needs LibTorch: ${dyn}")
 endif()
 run_consumer(consumer_core)
+
+# The installed CLI: bin/hubload hands `load` over to libexec/hubload/hubload-torch.
+if(EXISTS ${PREFIX}/libexec/hubload/hubload-torch)
+  execute_process(COMMAND ${PREFIX}/bin/hubload load --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "--max-shards-in-flight")
+    message(FATAL_ERROR "installed hubload load --help (hand-over to libexec/hubload/hubload-torch): ${rc} ${out}${err}")
+  endif()
+endif()
