@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,6 +55,24 @@ struct LoadOptions {
 };
 
 /// What to load and how (diffusers/transformers `from_pretrained` arguments).
+/// Where a load stands, for a progress display (PretrainedRequest::progress).
+struct LoadProgress {
+  /// Weights bytes downloaded (or found cached) so far and their total, as
+  /// HubClient::DownloadFiles' on_progress counts them; total is at least the
+  /// listed weights size. Both 0 for local checkpoints (nothing downloaded).
+  uint64_t bytes_downloaded = 0;
+  uint64_t bytes_total = 0;
+  /// The weights file this update is about (repo-relative) and its bytes
+  /// downloaded / size (size 0 when unknown); file empty for an aggregate or
+  /// shard update.
+  std::string file;
+  uint64_t file_bytes_done = 0;
+  uint64_t file_bytes_total = 0;
+  /// Weights files whose every tensor reached the sink, out of the plan's.
+  uint64_t shards_loaded = 0;
+  uint64_t shards_total = 0;
+};
+
 struct PretrainedRequest {
   /// Hub repo id ("org/name") or a local path (a folder, a `.safetensors`
   /// file or a `*.safetensors.index.json` file). See `source`.
@@ -102,6 +121,13 @@ struct PretrainedRequest {
   /// Fill TensorRecord::sha256 and ::sum for every tensor (costs one pass
   /// over the loaded bytes; the device path copies them back from the device).
   bool digests = false;
+  /// Optional progress of the whole load (every path: CPU, device,
+  /// distributed): called after each download progress step (rate-limited by
+  /// the download, about 10 calls/s, plus per-file steps) and once per loaded
+  /// shard. Calls come from download workers and the loader thread but never
+  /// overlap (the driver serialises them); keep them short. As the bars of
+  /// huggingface_hub's snapshot_download (tqdm), plus the shard count.
+  std::function<void(const LoadProgress&)> progress;
 };
 
 /// One tensor as it was loaded: the row of the report.

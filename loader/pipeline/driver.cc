@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -22,6 +23,7 @@
 #include "hubload/reasons.h"
 #include "loader/pipeline/common.h"
 #include "util/file_io.h"
+#include "util/progress.h"
 
 namespace hubload::pipeline_internal {
 namespace {
@@ -273,6 +275,7 @@ class Driver {
     // The mapping made while downloading is released unless the sink's tensors hold it.
     data_[i].mapping_.reset();
     state_.MarkEnded(i);
+    state_.ShardLoaded(plan_.shards[i].file);
     return Status::Ok();
   }
 
@@ -353,6 +356,9 @@ class HubSource : public ShardSource {
     dc.on_progress = [&, listed_total](uint64_t done, uint64_t total) {
       events.Progress(done, std::max(total, listed_total));
     };
+    dc.on_file_progress = [&](const std::string& file, uint64_t done, uint64_t total) {
+      events.FileProgress(file, done, total);
+    };
     dc.cancel_flag = events.cancel_flag();
     // Every file from the listed commit (the listing recorded the revision's ref).
     return client_.DownloadFiles(req_.repo_id, info_.commit, req_.repo_type, files, dc);
@@ -373,6 +379,54 @@ std::unique_ptr<ShardSource> MakeHubSource(const HubClient& client, const Pretra
                                            const PretrainedInfo& info, const FetchPlan& plan) {
   return std::make_unique<HubSource>(client, req, info, plan);
 }
+
+namespace {
+// PretrainedRequest::progress fed from the driver's callbacks (chained after
+// the hooks' own); one mutex keeps the figures and serialises the calls.
+DriverCallbacks WithProgress(const DriverCallbacks& inner, const PretrainedRequest& req, const FetchPlan& plan,
+                             const PretrainedInfo& info) {
+  if (!req.progress) return inner;
+  struct Relay {
+    std::mutex mu;
+    LoadProgress p;
+    util::RateLimiter file_steps;  // per-file steps arrive per received chunk
+  };
+  auto r = std::make_shared<Relay>();
+  r->p.shards_total = plan.shards.size();
+  r->p.bytes_total = plan.local ? 0 : info.weights_bytes;
+  auto emit = [r, fn = req.progress](auto&& update) {
+    std::lock_guard<std::mutex> l(r->mu);
+    update(r->p);
+    fn(r->p);
+  };
+  DriverCallbacks cb = inner;
+  cb.on_progress = [emit, f = inner.on_progress](uint64_t done, uint64_t total) {
+    if (f) f(done, total);
+    emit([&](LoadProgress& p) {
+      p.bytes_downloaded = done;
+      p.bytes_total = std::max(p.bytes_total, total);
+      p.file.clear();
+    });
+  };
+  cb.on_file_progress = [r, emit, f = inner.on_file_progress](const std::string& file, uint64_t done, uint64_t total) {
+    if (f) f(file, done, total);
+    if (!r->file_steps.Due(total != 0 && done >= total)) return;
+    emit([&](LoadProgress& p) {
+      p.file = file;
+      p.file_bytes_done = done;
+      p.file_bytes_total = total;
+    });
+  };
+  cb.on_shard_loaded = [emit, f = inner.on_shard_loaded](const std::string& file) {
+    if (f) f(file);
+    emit([&](LoadProgress& p) {
+      ++p.shards_loaded;
+      p.file.clear();
+    });
+  };
+  return cb;
+}
+}  // namespace
 
 Result<PretrainedInfo> RunLoad(const HubClient* client, const PretrainedRequest& req, ShardSink& sink,
                                const LoadHooks& hooks) {
@@ -397,7 +451,8 @@ Result<PretrainedInfo> RunLoad(const HubClient* client, const PretrainedRequest&
     std::unique_ptr<ShardSource> source = hooks.make_source ? hooks.make_source(plan, info)
                                           : plan.local      ? MakeLocalSource(plan)
                                                             : MakeHubSource(*client, req, info, plan);
-    if (Status st = RunDriver(*source, plan, req, sink, hooks.callbacks, t0, &info); !st.ok()) return fail(st);
+    const DriverCallbacks callbacks = WithProgress(hooks.callbacks, req, plan, info);
+    if (Status st = RunDriver(*source, plan, req, sink, callbacks, t0, &info); !st.ok()) return fail(st);
   }
   info.timings.total_s = Seconds(t0, Clock::now());
   return info;

@@ -116,6 +116,8 @@ class ShardEvents {
   /// `file` is complete and verified at `local_path`. May block (backpressure).
   virtual void Done(const std::string& file, const std::string& local_path) = 0;
   virtual void Progress(uint64_t done, uint64_t total) = 0;
+  /// Per-file download progress (bytes done, size; 0 when unknown).
+  virtual void FileProgress(const std::string& file, uint64_t done, uint64_t total) {}
   /// Set when the load stops; sources poll it.
   virtual const std::atomic<bool>* cancel_flag() const = 0;
 };
@@ -138,6 +140,10 @@ struct DriverCallbacks {
   std::function<void(const std::string& file)> on_file_downloaded;
   /// Aggregate download progress in bytes, from producer threads.
   std::function<void(uint64_t done, uint64_t total)> on_progress;
+  /// Per-file download progress, from producer threads.
+  std::function<void(const std::string& file, uint64_t done, uint64_t total)> on_file_progress;
+  /// Every tensor of `file` reached the sink, from the loader thread.
+  std::function<void(const std::string& file)> on_shard_loaded;
 };
 
 /// Runs `source` into `sink` for `plan`; fills info->tensors, load_order,

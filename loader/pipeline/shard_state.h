@@ -111,6 +111,12 @@ class ShardState : public ShardEvents {
   void Progress(uint64_t done, uint64_t total) override {
     if (cb_.on_progress) cb_.on_progress(done, total);
   }
+  void FileProgress(const std::string& file, uint64_t done, uint64_t total) override {
+    if (cb_.on_file_progress) cb_.on_file_progress(file, done, total);
+  }
+  void ShardLoaded(const std::string& file) {
+    if (cb_.on_shard_loaded) cb_.on_shard_loaded(file);
+  }
   const std::atomic<bool>* cancel_flag() const override { return &cancel_; }
 
   // ---- driver side ----

@@ -289,7 +289,6 @@ TEST(DeviceCli, ErrorsAreOneLineExit1) {
       {m + " --max-memory 0=1GB", {"--device-map"}},
       {m + " --device-map auto --max-memory 0=10Gb --plan-only", {"InvalidMemorySize", "bits"}},
       {m + " --device cuda:3 --device-backend fake --fake-gpus 2 --plan-only", {"UnknownDevice", "cuda:3"}},
-      {m + " --device-backend tpu", {"--device-backend"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
@@ -298,6 +297,15 @@ TEST(DeviceCli, ErrorsAreOneLineExit1) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     for (const auto& s : c.mentions) EXPECT_NE(r.err.find(s), std::string::npos) << s << " not in: " << r.err;
   }
+}
+
+TEST(DeviceCli, UnknownBackendIsAUsageError) {
+  TempDir d;
+  WriteModel(d.path() / "m");
+  CliRun r = Load((d.path() / "m").string() + " --device-backend tpu");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--device-backend"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tpu"), std::string::npos) << r.err;
 }
 
 TEST(DeviceCli, CudaWithoutAGpuSuggestsPlanOnly) {

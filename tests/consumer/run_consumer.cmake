@@ -19,9 +19,33 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "consumer build failed: ${rc}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer ${SHARED_DATA}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-message(STATUS "consumer output: ${out}${err}")
+function(run_consumer name)
+  execute_process(COMMAND ${WORK_DIR}/build/${name} ${SHARED_DATA}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message(STATUS "${name} output: ${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name} failed: ${rc}")
+  endif()
+endfunction()
+run_consumer(consumer)
+
+# hubload::core: links no LibTorch (no libtorch*/libc10* among the NEEDED entries) and runs.
+execute_process(COMMAND readelf -d ${WORK_DIR}/build/consumer_core RESULT_VARIABLE rc OUTPUT_VARIABLE dyn)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "consumer failed: ${rc}")
+  message(FATAL_ERROR "readelf -d consumer_core failed: ${rc}")
+endif()
+if(NOT dyn MATCHES "NEEDED")
+  message(FATAL_ERROR "readelf -d consumer_core lists no NEEDED entry: ${dyn}")
+endif()
+if(dyn MATCHES "libtorch" OR dyn MATCHES "libc10")
+  message(FATAL_ERROR "consumer_core (hubload::core) needs LibTorch: ${dyn}")
+endif()
+run_consumer(consumer_core)
+
+# The installed CLI: bin/hubload hands `load` over to libexec/hubload/hubload-torch.
+if(EXISTS ${PREFIX}/libexec/hubload/hubload-torch)
+  execute_process(COMMAND ${PREFIX}/bin/hubload load --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "--max-shards-in-flight")
+    message(FATAL_ERROR "installed hubload load --help (hand-over to libexec/hubload/hubload-torch): ${rc} ${out}${err}")
+  endif()
 endif()

@@ -1,4 +1,12 @@
-// The `hubload` CLI: one executable, subcommands registered from cmd_*.cc files.
+// The `hubload` CLI: subcommands registered from cmd_*.cc files into two
+// executables built from the same registration scheme (tools/hubload/CMakeLists.txt):
+//   hubload        torch-free (download, push, cache, serve, store, inspect, ...);
+//                  it lists every command in --help and execv()s hubload-torch,
+//                  with the same argv, for a command it does not have (TorchCommands()).
+//   hubload-torch  every command (libexec/hubload/ when installed, next to hubload in
+//                  the build tree).
+// A cmd_*.cc goes into both unless tools/hubload/CMakeLists.txt lists it in
+// HUBLOAD_TORCH_CMDS (those may include LibTorch headers; the others must not).
 //
 // Each cmd_NAME.cc defines a static hubload::cli::Command registration:
 //   static hubload::cli::Command reg{"inspect", [](CLI::App& app, hubload::cli::Global& g) {
@@ -6,7 +14,12 @@
 //     ...
 //     return [=]() -> int { ... return exit_code; };
 //   }};
-// Exit codes: 0 success, 1 invalid input or failure (always < 128), 2 usage.
+// Exit codes: 0 success, 1 invalid input or failure (always < 128), 2 usage
+// (unknown command, unknown option, a value refused by a ->check()).
+//
+// Global options --endpoint, --token, --cache-dir are accepted before or after
+// the command name (CLI11 fallthrough, inherited by every subcommand); a
+// subcommand that defines an option of the same name takes it for itself.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -56,6 +69,42 @@ struct Registered {
   Setup setup;
 };
 std::vector<Registered>& Registry();
+
+/// CLI11 validators for `->check(...)`: a refused value is a usage error
+/// (exit 2) printed as "--option: <message quoting the value>".
+/// RepoTypeCheck: model|dataset|space (and plurals), as ParseRepoType (cache.h).
+CLI::Validator RepoTypeCheck();
+/// DtypeCheck: auto|fp32|fp16|bf16 and the torch_dtype spellings, as ParseTargetDtype (load.h).
+CLI::Validator DtypeCheck();
+/// SizeCheck: a byte size in the one size grammar (ParseMemorySize, size.h: 10GB, 10GiB, bytes).
+CLI::Validator SizeCheck();
+/// PositiveCheck: a whole number >= 1 (counts: workers, shards in flight, ...).
+CLI::Validator PositiveCheck();
+/// NonNegativeCheck: a whole number >= 0 (ports, ranks, byte counts where 0 means "none").
+CLI::Validator NonNegativeCheck();
+
+/// Rules main() applies to every option of every command (registered or not
+/// in this file), so that a command does not have to repeat them: --repo-type
+/// gets RepoTypeCheck, --dtype DtypeCheck, and --workers, --max-workers,
+/// --max-shards-in-flight PositiveCheck. A command may add stricter checks of its own.
+void ApplyUniformChecks(CLI::App& app);
+
+/// A command that only hubload-torch has, with the one-line help that both
+/// executables show (the single source of that text).
+struct TorchCommand {
+  const char* name;
+  const char* help;
+};
+/// Every command of hubload-torch that hubload hands over: load, reshard,
+/// download-distributed, load-distributed.
+const std::vector<TorchCommand>& TorchCommands();
+/// The help line of TorchCommands() entry `name` ("" when not one).
+const char* TorchCommandHelp(const std::string& name);
+/// Replaces this process with hubload-torch (found next to /proc/self/exe,
+/// then in HUBLOAD_TORCH_RELDIR, ../libexec/hubload/ when installed) run with
+/// `argv` unchanged. Returns only on failure: prints one line naming the
+/// `command` and every path looked at (or the execv errno) and returns 1.
+int HandOverToTorch(const std::string& command, char** argv);
 
 /// Bytes as text with binary units: "512 B", "1.5 KiB", "3.0 GiB".
 std::string HumanBytes(double bytes);

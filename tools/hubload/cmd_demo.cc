@@ -307,8 +307,12 @@ hubload::cli::Command reg{"demo-model", [](CLI::App& app, hubload::cli::Global&)
                                  "Write a deterministic diffusers-style pipeline folder (sharded transformer with an "
                                  "fp16 variant, text encoder) for the main job");
   sub->add_option("out_dir", a->out_dir, "folder to write (created)")->required();
-  sub->add_option("--size-mb", a->size_mb, "approximate total size in MB (10^6 bytes)")->capture_default_str();
-  sub->add_option("--seed", a->seed, "seed of the value streams")->capture_default_str();
+  sub->add_option("--size-mb", a->size_mb, "approximate total size in MB (10^6 bytes, >= 1)")
+      ->capture_default_str()
+      ->check(hubload::cli::PositiveCheck());
+  sub->add_option("--seed", a->seed, "seed of the value streams")
+      ->capture_default_str()
+      ->check(hubload::cli::NonNegativeCheck());
   return [a]() { return RunDemo(a->out_dir, a->size_mb, a->seed); };
 }};
 

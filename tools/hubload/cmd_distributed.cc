@@ -34,20 +34,34 @@ struct JobFlags {
 
   void Add(CLI::App* sub) {
     sub->add_option("--revision", revision, "branch, tag or commit")->capture_default_str();
-    sub->add_option("--repo-type", repo_type, "model, dataset or space")->capture_default_str();
+    namespace cli = hubload::cli;
+    sub->add_option("--repo-type", repo_type, "model, dataset or space")
+        ->capture_default_str()
+        ->check(cli::RepoTypeCheck());
     sub->add_option("--master-addr", master_addr, "rendezvous host (default $MASTER_ADDR)");
-    sub->add_option("--master-port", master_port, "rendezvous port (default $MASTER_PORT)");
-    sub->add_option("--rank", rank, "this process's rank (default $RANK, $SLURM_PROCID, $JOB_COMPLETION_INDEX)");
-    sub->add_option("--world-size", world_size, "ranks in the job (default $WORLD_SIZE, $SLURM_NTASKS)");
-    sub->add_option("--local-rank", local_rank, "rank on this node (default $LOCAL_RANK, $SLURM_LOCALID, 0)");
+    sub->add_option("--master-port", master_port, "rendezvous port (default $MASTER_PORT)")
+        ->check(CLI::Range(1, 65535));
+    sub->add_option("--rank", rank, "this process's rank (default $RANK, $SLURM_PROCID, $JOB_COMPLETION_INDEX)")
+        ->check(cli::NonNegativeCheck());
+    sub->add_option("--world-size", world_size, "ranks in the job (default $WORLD_SIZE, $SLURM_NTASKS)")
+        ->check(cli::PositiveCheck());
+    sub->add_option("--local-rank", local_rank, "rank on this node (default $LOCAL_RANK, $SLURM_LOCALID, 0)")
+        ->check(cli::NonNegativeCheck());
     sub->add_option("--local-world-size", local_world_size,
-                    "ranks on this node (default $LOCAL_WORLD_SIZE, $SLURM_NTASKS_PER_NODE, 1)");
-    sub->add_option("--node-rank", node_rank, "node index (default $GROUP_RANK, $SLURM_NODEID, rank / local world size)");
-    sub->add_option("--timeout", timeout_s, "rendezvous / broadcast chunk / barrier timeout, seconds")
-        ->capture_default_str();
-    sub->add_option("--heartbeat-timeout", heartbeat_timeout_s, "a rank silent this long is declared dead, seconds")
-        ->capture_default_str();
-    sub->add_option("--chunk-bytes", chunk_bytes, "bytes per broadcast chunk")->capture_default_str();
+                    "ranks on this node (default $LOCAL_WORLD_SIZE, $SLURM_NTASKS_PER_NODE, 1)")
+        ->check(cli::PositiveCheck());
+    sub->add_option("--node-rank", node_rank, "node index (default $GROUP_RANK, $SLURM_NODEID, rank / local world size)")
+        ->check(cli::NonNegativeCheck());
+    sub->add_option("--timeout", timeout_s, "rendezvous / broadcast chunk / barrier timeout, seconds (> 0)")
+        ->capture_default_str()
+        ->check(CLI::Range(1e-3, 1e7));
+    sub->add_option("--heartbeat-timeout", heartbeat_timeout_s,
+                    "a rank silent this long is declared dead, seconds (> 0)")
+        ->capture_default_str()
+        ->check(CLI::Range(1e-3, 1e7));
+    sub->add_option("--chunk-bytes", chunk_bytes, "bytes per broadcast chunk (>= 1)")
+        ->capture_default_str()
+        ->check(cli::PositiveCheck());
     sub->add_option("--assign", assignment, "how files go to download ranks: size or round-robin")
         ->check(CLI::IsMember({"size", "round-robin"}))
         ->capture_default_str();
@@ -104,11 +118,7 @@ std::string Prefix(const hd::DistOptions& o) { return "[rank " + std::to_string(
 
 hubload::cli::Command download_reg{
     "download-distributed", [](CLI::App& app, hubload::cli::Global& g) -> std::function<int()> {
-      auto* sub = app.add_subcommand(
-          "download-distributed",
-          "snapshot download shared by a whole job: each file is fetched from the Hub once per job and broadcast "
-          "to the other nodes' caches (run one process per rank, e.g. under torchrun, srun or a Kubernetes "
-          "indexed Job)");
+      auto* sub = app.add_subcommand("download-distributed", hubload::cli::TorchCommandHelp("download-distributed"));
       auto repo_id = std::make_shared<std::string>();
       auto include = std::make_shared<std::vector<std::string>>();
       auto exclude = std::make_shared<std::vector<std::string>>();
@@ -148,9 +158,7 @@ hubload::cli::Command download_reg{
 
 hubload::cli::Command load_reg{
     "load-distributed", [](CLI::App& app, hubload::cli::Global& g) -> std::function<int()> {
-      auto* sub = app.add_subcommand(
-          "load-distributed",
-          "load a model's weights on every rank of a job while one download per job feeds all nodes' caches");
+      auto* sub = app.add_subcommand("load-distributed", hubload::cli::TorchCommandHelp("load-distributed"));
       auto repo_id = std::make_shared<std::string>();
       auto flags = std::make_shared<JobFlags>();
       auto subfolder = std::make_shared<std::string>();

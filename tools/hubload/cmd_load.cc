@@ -26,6 +26,7 @@
 #include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
 #include "tools/hubload/cli.h"
+#include "tools/hubload/progress_bar.h"
 
 namespace {
 
@@ -36,6 +37,7 @@ struct LoadArgs {
   bool local = false;
   bool hub = false;
   bool json = false;
+  bool quiet = false;
   // Device path.
   std::string device_map;
   std::string max_memory;
@@ -63,11 +65,25 @@ int Print(const LoadArgs& args, const hubload::PretrainedInfo& info) {
   return 0;
 }
 
-int RunCpuLoad(const hubload::HubConfig& config, const LoadArgs& args) {
-  hubload::ClientOptions co;
-  co.config = config;
+// Progress on stderr (hubload::cli::ProgressBar) fed by PretrainedRequest::progress.
+std::shared_ptr<hubload::cli::ProgressBar> AttachProgress(hubload::PretrainedRequest* req, bool quiet) {
+  if (!hubload::cli::ProgressWanted(quiet)) return nullptr;
+  auto bar = std::make_shared<hubload::cli::ProgressBar>();
+  req->progress = [bar](const hubload::LoadProgress& p) {
+    if (!p.file.empty()) bar->File(p.file, p.file_bytes_done, p.file_bytes_total);
+    bar->Total(p.bytes_downloaded, p.bytes_total,
+               "shards " + std::to_string(p.shards_loaded) + "/" + std::to_string(p.shards_total),
+               p.file.empty());
+  };
+  return bar;
+}
+
+int RunCpuLoad(const hubload::ClientOptions& co, const LoadArgs& args) {
   hubload::HubClient client(co);
-  auto loaded = hubload::LoadStateDict(client, args.request);
+  hubload::PretrainedRequest req = args.request;
+  auto bar = AttachProgress(&req, args.quiet);
+  auto loaded = hubload::LoadStateDict(client, req);
+  if (bar) bar->Finish();
   if (!loaded.ok()) return hubload::cli::Fail("load", loaded.status().ToString());
   return Print(args, loaded->info);
 }
@@ -156,21 +172,20 @@ int PrintDevice(const LoadArgs& args, const hubload::DeviceLoadResult& r) {
   return 0;
 }
 
-int RunDeviceLoad(const hubload::HubConfig& config, const LoadArgs& args) {
+int RunDeviceLoad(const hubload::ClientOptions& co, const LoadArgs& args) {
   auto opts = DeviceOptionsOf(args);
   if (!opts.ok()) return hubload::cli::Fail("load", opts.status().ToString());
-  hubload::ClientOptions co;
-  co.config = config;
   hubload::HubClient client(co);
-  auto r = hubload::FetchAndLoadToDevice(client, args.request, *opts);
+  hubload::PretrainedRequest req = args.request;
+  auto bar = AttachProgress(&req, args.quiet || args.plan_only);
+  auto r = hubload::FetchAndLoadToDevice(client, req, *opts);
+  if (bar) bar->Finish();
   if (!r.ok()) return hubload::cli::Fail("load", r.status().ToString());
   return PrintDevice(args, *r);
 }
 
 hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
-  auto* sub = app.add_subcommand(
-      "load", "Load a model by Hub repo id (downloading into the cache, each shard loaded as it arrives) or from a "
-              "local checkpoint (file, index or folder) into LibTorch tensors");
+  auto* sub = app.add_subcommand("load", hubload::cli::TorchCommandHelp("load"));
   auto a = std::make_shared<LoadArgs>();
   auto& r = a->request;
   sub->add_option("repo_id_or_path", r.repo_id,
@@ -178,12 +193,16 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
                   "(an existing path wins)")
       ->required();
   sub->add_option("--revision", r.revision, "branch, tag, refs/pr/N or commit (Hub)")->capture_default_str();
-  sub->add_option("--repo-type", a->repo_type, "model|dataset|space (Hub)")->capture_default_str();
+  sub->add_option("--repo-type", a->repo_type, "model|dataset|space (Hub)")
+      ->capture_default_str()
+      ->check(hubload::cli::RepoTypeCheck());
   sub->add_option("--subfolder", r.subfolder, "folder holding the model (e.g. transformer, unet)");
   sub->add_option("--variant", r.variant, "weights variant (e.g. fp16)");
   sub->add_flag("--allow-variant-fallback", r.allow_variant_fallback,
                 "load the non-variant weights (with a warning) when the variant is absent");
-  sub->add_option("--dtype", a->dtype, "auto|fp32|fp16|bf16 for floating tensors")->capture_default_str();
+  sub->add_option("--dtype", a->dtype, "auto|fp32|fp16|bf16 for floating tensors")
+      ->capture_default_str()
+      ->check(hubload::cli::DtypeCheck());
   sub->add_option("--keep-in-fp32", r.load.keep_in_fp32,
                   "module name kept in fp32 (whole dot-component match); repeatable");
   sub->add_option("--device", r.device,
@@ -203,18 +222,26 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
                 "loaded; works without a GPU)");
   sub->add_option("--device-backend", a->device_backend,
                   "cuda (default when available) or fake (testing aid: host memory posing as --fake-gpus GPUs, so "
-                  "the whole device path runs on a CPU machine)");
-  sub->add_option("--fake-gpus", a->fake_gpus, "number of GPUs of --device-backend fake")->capture_default_str();
+                  "the whole device path runs on a CPU machine)")
+      ->check(CLI::IsMember({"cuda", "fake"}));
+  sub->add_option("--fake-gpus", a->fake_gpus, "number of GPUs of --device-backend fake")
+      ->capture_default_str()
+      ->check(hubload::cli::NonNegativeCheck());
   sub->add_option("--fake-gpu-memory", a->fake_gpu_memory, "memory of each fake GPU (e.g. 10GB)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(hubload::cli::SizeCheck());
   sub->add_option("--max-shards-in-flight", r.max_shards_in_flight,
-                  "downloaded shards allowed to wait for the loader")->capture_default_str();
+                  "downloaded shards allowed to wait for the loader (>= 1)")
+      ->capture_default_str()
+      ->check(hubload::cli::PositiveCheck());
   auto* local = sub->add_flag("--local", a->local, "treat the argument as a local path");
   sub->add_flag("--hub", a->hub, "treat the argument as a Hub repo id")->excludes(local);
   sub->add_flag("--json", a->json,
                 "print the JSON report (dtype, shape, sum, sha256 per tensor; timings incl. time_to_first_tensor_s, "
                 "download_s, load_s, total_s; on the device path: device_map, bytes_per_device, and per tensor its "
                 "device and the sha256 of its bytes copied back)");
+  sub->add_flag("-q,--quiet", a->quiet,
+                "no progress on stderr (also when stderr is not a terminal or HF_HUB_DISABLE_PROGRESS_BARS=1)");
   return [a, &g]() -> int {
     auto d = hubload::ParseTargetDtype(a->dtype);
     if (!d.ok()) return hubload::cli::Fail("load", d.status().message());
@@ -225,10 +252,10 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
     a->request.repo_type = *rt;
     if (a->local) a->request.source = hubload::PretrainedRequest::Source::kLocal;
     if (a->hub) a->request.source = hubload::PretrainedRequest::Source::kHub;
-    if (a->UsesDevicePath()) return RunDeviceLoad(g.config, *a);
+    if (a->UsesDevicePath()) return RunDeviceLoad(g.Client(), *a);
     if (!a->max_memory.empty() || !a->no_split.empty())
       return hubload::cli::Fail("load", "--max-memory and --no-split apply to --device-map (e.g. --device-map auto)");
-    return RunCpuLoad(g.config, *a);
+    return RunCpuLoad(g.Client(), *a);
   };
 }};
 

@@ -82,8 +82,7 @@ hubload::Status ConvertPickleShards(const hubload::pipeline_internal::FetchPlan&
 }
 
 hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
-  auto* sub = app.add_subcommand(
-      "reshard", "Rewrite a checkpoint as safetensors shards (huggingface_hub split), every tensor byte as stored");
+  auto* sub = app.add_subcommand("reshard", hubload::cli::TorchCommandHelp("reshard"));
   struct Args {
     std::string src, out, max_shard_size = "10GB", variant, dtype = "auto", weights_name, src_variant, subfolder;
   };
@@ -92,11 +91,18 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
   sub->add_option("out_dir", a->out, "output folder (created if needed)")->required();
   sub->add_option("--max-shard-size", a->max_shard_size,
                   "bytes per shard: 5GB = 5*10^9, 5GiB = 5*2^30, KB/MB/TB and KiB/MiB/TiB, or plain bytes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            auto s = hubload::ParseMaxShardSize(v);
+            return s.ok() ? std::string() : s.status().message();
+          },
+          "SIZE", "MaxShardSize"));
   sub->add_option("--variant", a->variant, "variant of the written files (e.g. fp16)");
   sub->add_option("--dtype", a->dtype,
                   "auto (default: every tensor as stored) or fp32|fp16|bf16: convert floating tensors only")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(hubload::cli::DtypeCheck());
   sub->add_option("--weights-name", a->weights_name,
                   "file stem: model or diffusion_pytorch_model (default: the source's, else model)");
   sub->add_option("--src-variant", a->src_variant, "variant of the source weights");

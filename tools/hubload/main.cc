@@ -1,77 +1,83 @@
+// main() of both CLI executables (tools/hubload/cli.h): `hubload` (torch-free;
+// HUBLOAD_CLI_TORCH undefined) and `hubload-torch` (HUBLOAD_CLI_TORCH=1).
+// Before CLI11 parses anything, the command word is found: an unknown one is
+// a usage error naming it (exit 2); in `hubload`, a command of hubload-torch
+// (cli::TorchCommands(), or download/load with --distributed) replaces the
+// process with hubload-torch and the same argv, so LibTorch is mapped only by
+// the commands that use it.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <csignal>
-#include <cstdlib>
-#include <cstdio>
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "tools/hubload/cli.h"
 
-namespace hubload::cli {
+namespace {
 
-std::vector<Registered>& Registry() {
-  static std::vector<Registered> r;
-  return r;
-}
+// Global options that take a value (they may come before the command name).
+bool TakesValue(const std::string& a) { return a == "--endpoint" || a == "--token" || a == "--cache-dir"; }
 
-Command::Command(std::string name, Setup setup) {
-  Registry().push_back({std::move(name), std::move(setup)});
-}
-
-std::string HumanBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) {
-    b /= 1024;
-    ++i;
+// Index in `args` of the command name: the first argument that is neither an
+// option nor the value of a global option; -1 when there is none.
+int CommandIndex(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") return -1;
+    if (!a.empty() && a[0] == '-') {
+      if (TakesValue(a)) ++i;
+      continue;
+    }
+    return static_cast<int>(i);
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", b, units[i]);
-  return buf;
+  return -1;
 }
 
-std::string ReadEnvironment(Global* g) {
-  auto seconds = [](const char* name, double* out) -> std::string {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return {};
-    char* end = nullptr;
-    double x = std::strtod(v, &end);
-    if (!end || *end != '\0' || !(x > 0) || x > 1e6)
-      return std::string(name) + "='" + v + "' is not a positive number of seconds";
-    *out = x;
-    return {};
-  };
-  if (auto e = seconds("HF_HUB_ETAG_TIMEOUT", &g->etag_timeout_s); !e.empty()) return e;
-  if (auto e = seconds("HF_HUB_DOWNLOAD_TIMEOUT", &g->download_timeout_s); !e.empty()) return e;
-  if (const char* m = std::getenv("HUBLOAD_LOCK_MODE"); m && *m) {
-    std::string v = m;
-    if (v == "auto") g->lock.mode = LockMode::kAuto;
-    else if (v == "flock") g->lock.mode = LockMode::kFlock;
-    else if (v == "lease") g->lock.mode = LockMode::kLease;
-    else return "HUBLOAD_LOCK_MODE='" + v + "' is not one of auto, flock, lease";
-  }
-  return {};
-}
-
-int Fail(const std::string& command, const std::string& message) {
-  std::fprintf(stderr, "hubload %s: %s\n", command.c_str(), message.c_str());
-  return 1;
-}
-
-}  // namespace hubload::cli
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace hubload::cli;
   // A file-size limit (ulimit -f) must give EFBIG errors naming the file, not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
+
+  // `hubload download ... --distributed` and `hubload load ... --distributed`
+  // are the job-wide variants (cmd_distributed.cc): rewrite them to
+  // `download-distributed` / `load-distributed` before parsing.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool distributed = false;
+  for (auto it = args.begin(); it != args.end();) {
+    if (*it == "--distributed") {
+      distributed = true;
+      it = args.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const int cmd_at = CommandIndex(args);
+  if (distributed) {
+    if (cmd_at < 0 || (args[cmd_at] != "download" && args[cmd_at] != "load")) {
+      std::fprintf(stderr, "hubload: --distributed applies to the download and load subcommands only\n");
+      return 2;
+    }
+    args[cmd_at] += "-distributed";
+  }
+  const std::string command = cmd_at < 0 ? std::string() : args[cmd_at];
+  const bool torch_command = !command.empty() && *TorchCommandHelp(command) != '\0';
+#ifndef HUBLOAD_CLI_TORCH
+  if (torch_command) return HandOverToTorch(command, argv);
+#endif
+
   // Warnings and logs go to stderr: stdout carries results (paths, --json), as `hf download` does.
   spdlog::set_default_logger(spdlog::stderr_color_mt("hubload"));
   CLI::App app{"hubload: fetch models from the Hugging Face Hub and load them"};
   app.require_subcommand(1);
+  // Global options also after the command name (inherited by every subcommand added below).
+  app.fallthrough();
   app.set_version_flag("--version", std::string("hubload ") + HUBLOAD_VERSION);
   Global g;
   g.config = hubload::HubConfig::FromEnvironment();
@@ -87,39 +93,31 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   std::map<CLI::App*, std::function<int()>> actions;
+  std::set<std::string> names;
   for (auto& r : Registry()) {
     size_t before = app.get_subcommands({}).size();
     auto action = r.setup(app, g);
     auto subs = app.get_subcommands({});
-    if (subs.size() > before) actions[subs.back()] = std::move(action);
-  }
-  // `hubload download ... --distributed` and `hubload load ... --distributed`
-  // are the job-wide variants (cmd_distributed.cc): rewrite them to
-  // `download-distributed` / `load-distributed` before parsing.
-  std::vector<std::string> args(argv + 1, argv + argc);
-  bool distributed = false;
-  for (auto it = args.begin(); it != args.end();) {
-    if (*it == "--distributed") {
-      distributed = true;
-      it = args.erase(it);
-    } else {
-      ++it;
+    if (subs.size() > before) {
+      actions[subs.back()] = std::move(action);
+      names.insert(subs.back()->get_name());
     }
   }
-  if (distributed) {
-    bool rewritten = false;
-    for (auto& a : args) {
-      if (a == "download" || a == "load") {
-        a += "-distributed";
-        rewritten = true;
-        break;
-      }
-    }
-    if (!rewritten) {
-      std::fprintf(stderr, "hubload: --distributed applies to the download and load subcommands only\n");
-      return 2;
-    }
+#ifndef HUBLOAD_CLI_TORCH
+  // Listed in --help with hubload-torch's one-line help; never parsed here (handed over above).
+  for (const auto& c : TorchCommands()) {
+    app.add_subcommand(c.name, c.help)->allow_extras();
+    names.insert(c.name);
   }
+#else
+  (void)torch_command;
+#endif
+  ApplyUniformChecks(app);
+  if (!command.empty() && !names.count(command)) {
+    std::fprintf(stderr, "hubload: unknown command '%s'; see hubload --help\n", command.c_str());
+    return 2;
+  }
+
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments reversed
   try {
     app.parse(args);
