@@ -46,7 +46,12 @@ Result<std::optional<std::string>> BlobStore::Cached(const std::string& commit, 
 }
 
 Result<FileLock> BlobStore::Lock(const std::string& etag, double timeout_s) const {
-  return FileLock::Acquire(rc_.LockPath(etag), timeout_s, lock_);
+  // The first write into a cache folder that did not exist tags it (CACHEDIR.TAG).
+  std::error_code ec;
+  const bool new_cache = !fs::exists(rc_.cache_dir(), ec);
+  auto lock = FileLock::Acquire(rc_.LockPath(etag), timeout_s, lock_);
+  if (lock.ok() && new_cache) (void)WriteCacheDirTag(rc_.cache_dir());
+  return lock;
 }
 
 Result<std::unique_ptr<BlobWriter>> BlobStore::OpenStream(const BlobId& id, bool resume) const {

@@ -32,4 +32,9 @@ inline ErrorContext RepoRevCtx(std::string repo_id, std::string rev) {
 Status VerifyGitBlob(const std::string& partial, const std::string& expected, const std::string& label,
                      const ErrorContext& ctx, const std::function<void()>& discard);
 
+/// Bytes a ranged partial (RangedBlobWriter, `size` bytes of content) holds
+/// per its journal: the sum of every chunk's written prefix. 0 when the file
+/// is absent or its journal does not match `size`. Never fails.
+uint64_t RangedPartialBytes(const std::string& path, uint64_t size);
+
 }  // namespace hubload::cache_internal
