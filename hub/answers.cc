@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "hub/http_parse.h"
+#include "util/hex.h"
 #include "util/json.h"
 
 namespace hubload::hub_internal {
@@ -147,6 +148,73 @@ Result<std::optional<std::string>> ParseRepoUrl(const nlohmann::json& j, const s
   JsonIn in(j, doc);
   if (!in.IsObject()) return in.Error("an object");
   return in.OptString("url");
+}
+
+namespace {
+
+Status CheckCommitId(const JsonIn& in, const std::string& key, const std::string& v) {
+  if (v.size() != 40 || !util::IsLowerHex(v)) {
+    HUBLOAD_ASSIGN_OR_RETURN(JsonIn f, in.Get(key));
+    return f.Invalid("must be a 40-hex commit id, got '" + v.substr(0, 80) + "'");
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<GitRefInfo>> ParseRefList(const JsonIn& in, std::string_view key, bool required) {
+  std::vector<GitRefInfo> out;
+  HUBLOAD_ASSIGN_OR_RETURN(auto arr, in.OptArray(key));
+  if (!arr) {
+    if (required) HUBLOAD_RETURN_IF_ERROR(in.Array(key).status());
+    return out;
+  }
+  HUBLOAD_ASSIGN_OR_RETURN(auto elements, arr->Elements());
+  for (const JsonIn& e : elements) {
+    HUBLOAD_RETURN_IF_ERROR(e.ExpectObject());
+    GitRefInfo r;
+    HUBLOAD_ASSIGN_OR_RETURN(r.name, e.String("name"));
+    HUBLOAD_ASSIGN_OR_RETURN(r.ref, e.String("ref"));
+    HUBLOAD_ASSIGN_OR_RETURN(r.target_commit, e.String("targetCommit"));
+    HUBLOAD_RETURN_IF_ERROR(CheckCommitId(e, "targetCommit", r.target_commit));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<RepoRefs> ParseRefs(const nlohmann::json& j, const std::string& doc) {
+  JsonIn in(j, doc);
+  HUBLOAD_RETURN_IF_ERROR(in.ExpectObject());
+  RepoRefs refs;
+  HUBLOAD_ASSIGN_OR_RETURN(refs.branches, ParseRefList(in, "branches", true));
+  HUBLOAD_ASSIGN_OR_RETURN(refs.tags, ParseRefList(in, "tags", true));
+  HUBLOAD_ASSIGN_OR_RETURN(refs.pull_requests, ParseRefList(in, "pullRequests", false));
+  return refs;
+}
+
+Result<std::vector<GitCommitInfo>> ParseCommitsPage(const nlohmann::json& j, const std::string& doc) {
+  HUBLOAD_ASSIGN_OR_RETURN(auto elements, JsonIn(j, doc).Elements());
+  std::vector<GitCommitInfo> out;
+  for (const JsonIn& e : elements) {
+    HUBLOAD_RETURN_IF_ERROR(e.ExpectObject());
+    GitCommitInfo c;
+    HUBLOAD_ASSIGN_OR_RETURN(c.commit_id, e.String("id"));
+    HUBLOAD_RETURN_IF_ERROR(CheckCommitId(e, "id", c.commit_id));
+    HUBLOAD_ASSIGN_OR_RETURN(c.title, e.StringOr("title", ""));
+    HUBLOAD_ASSIGN_OR_RETURN(c.message, e.StringOr("message", ""));
+    HUBLOAD_ASSIGN_OR_RETURN(c.created_at, e.StringOr("date", ""));
+    HUBLOAD_ASSIGN_OR_RETURN(auto authors, e.OptArray("authors"));
+    if (authors) {
+      HUBLOAD_ASSIGN_OR_RETURN(auto list, authors->Elements());
+      for (const JsonIn& a : list) {
+        HUBLOAD_RETURN_IF_ERROR(a.ExpectObject());
+        HUBLOAD_ASSIGN_OR_RETURN(std::string user, a.String("user"));
+        c.authors.push_back(std::move(user));
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace hubload::hub_internal

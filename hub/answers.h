@@ -64,4 +64,14 @@ Result<CommitAnswer> ParseCommitAnswer(const nlohmann::json& j, const std::strin
 /// POST /api/repos/create: the "url" string when present.
 Result<std::optional<std::string>> ParseRepoUrl(const nlohmann::json& j, const std::string& doc);
 
+/// GET /api/{type}s/{repo}/refs: "branches", "tags" and (when present)
+/// "pullRequests" arrays of {name, ref, targetCommit}; other keys
+/// ("converts") ignored. targetCommit is checked to be 40 lower-case hex.
+Result<RepoRefs> ParseRefs(const nlohmann::json& j, const std::string& doc);
+
+/// One page of GET /api/{type}s/{repo}/commits/{rev}: an array of {id,
+/// title, message, date, authors: [{user}]} (huggingface_hub GitCommitInfo);
+/// a missing message or authors list is empty.
+Result<std::vector<GitCommitInfo>> ParseCommitsPage(const nlohmann::json& j, const std::string& doc);
+
 }  // namespace hubload::hub_internal

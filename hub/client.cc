@@ -11,6 +11,7 @@
 #include "hub/file_metadata.h"
 #include "hub/listing.h"
 #include "hub/prepare.h"
+#include "hub/refs.h"
 #include "hub/scheduler.h"
 #include "hub/session.h"
 #include "hub/upload/upload_internal.h"
@@ -529,6 +530,33 @@ Result<CommitInfo> HubClient::UploadFolder(const UploadFolderRequest& request) c
 Result<CommitInfo> HubClient::CreateCommit(const UploadFolderRequest& request, const std::vector<CommitAdd>& additions,
                                            const std::vector<std::string>& deletions) const {
   return hub_internal::upload::CreateCommit(*impl_, request, additions, deletions);
+}
+
+Status HubClient::CreateBranch(const std::string& repo_id, const std::string& branch,
+                               const CreateBranchOptions& options) const {
+  return hub_internal::CreateBranch(*impl_, repo_id, branch, options);
+}
+
+Status HubClient::DeleteBranch(const std::string& repo_id, const std::string& branch, RepoType repo_type) const {
+  return hub_internal::DeleteBranch(*impl_, repo_id, branch, repo_type);
+}
+
+Status HubClient::CreateTag(const std::string& repo_id, const std::string& tag, const CreateTagOptions& options) const {
+  return hub_internal::CreateTag(*impl_, repo_id, tag, options);
+}
+
+Status HubClient::DeleteTag(const std::string& repo_id, const std::string& tag, RepoType repo_type) const {
+  return hub_internal::DeleteTag(*impl_, repo_id, tag, repo_type);
+}
+
+Result<RepoRefs> HubClient::ListRepoRefs(const std::string& repo_id, RepoType repo_type,
+                                         bool include_pull_requests) const {
+  return hub_internal::ListRepoRefs(*impl_, repo_id, repo_type, include_pull_requests);
+}
+
+Result<std::vector<GitCommitInfo>> HubClient::ListRepoCommits(const std::string& repo_id, const std::string& revision,
+                                                              RepoType repo_type) const {
+  return hub_internal::ListRepoCommits(*impl_, repo_id, revision, repo_type);
 }
 
 }  // namespace hubload

@@ -88,7 +88,8 @@ struct DeviceMapOptions {
   Strategy strategy = Strategy::kAuto;
   /// Module prefix ("" = the whole model, "text_model.encoder.layers.0") →
   /// device, for kExplicit. Every tensor must be covered by some prefix
-  /// (longest dotted-prefix match); a tensor left out is an error naming it.
+  /// (longest dotted-prefix match); a tensor left out is an error naming it,
+  /// and so is an entry that matches no tensor (a typo is never a no-op).
   std::vector<std::pair<std::string, Device>> explicit_map;
   /// Device::ToString() → bytes the plan may use there. GPUs absent from
   /// this map get `available` from the backend (free memory); "cpu" absent
@@ -169,8 +170,10 @@ struct DeviceMapPlan {
 /// starting with '.'), UnknownDevice (max_memory or explicit_map names a GPU
 /// >= gpu_free_bytes.size()), InvalidDevice (a bad max_memory key),
 /// InvalidNoSplit (empty pattern), InvalidDeviceMap (empty explicit map, a
-/// prefix given twice), UncoveredTensor (explicit map: the message names
-/// the tensor), DoesNotFit (the model cannot be placed within the limits:
+/// prefix given twice), DeviceMapEntryUnmatched (explicit map: an entry
+/// whose prefix matches no tensor name; the message names every such entry
+/// and the closest module prefix of a tensor), UncoveredTensor (explicit map:
+/// the message names the tensor), DoesNotFit (the model cannot be placed within the limits:
 /// the message names the first module or tensor that fits nowhere, its
 /// size, and the space left on every device). Thread-safe (pure).
 Result<DeviceMapPlan> PlanDeviceMap(const std::vector<TensorFootprint>& tensors, const DeviceMapOptions& options,

@@ -213,6 +213,52 @@ bool FnMatch(std::string_view pattern, std::string_view name);
 std::string EncodeRevision(std::string_view revision);
 std::string EncodePath(std::string_view path);
 
+
+// ---- branches, tags, refs, commits (huggingface_hub HfApi) ----
+
+/// HubClient::CreateBranch arguments (huggingface_hub create_branch).
+struct CreateBranchOptions {
+  RepoType repo_type = RepoType::kModel;
+  /// Branch, tag or commit the new branch starts at; "" = the repo's default branch.
+  std::string revision;
+  /// An existing branch is not an error (huggingface_hub exist_ok).
+  bool exist_ok = false;
+};
+
+/// HubClient::CreateTag arguments (huggingface_hub create_tag).
+struct CreateTagOptions {
+  RepoType repo_type = RepoType::kModel;
+  /// Branch, tag or commit to tag; "" = "main" (huggingface_hub's default).
+  std::string revision;
+  /// Tag message (annotated tag); "" = none.
+  std::string message;
+  /// An existing tag is not an error.
+  bool exist_ok = false;
+};
+
+/// One git reference (huggingface_hub GitRefInfo).
+struct GitRefInfo {
+  std::string name;           // "main", "v1.0", "refs/pr/1"
+  std::string ref;            // "refs/heads/main", "refs/tags/v1.0", "refs/pr/1"
+  std::string target_commit;  // 40-hex commit
+};
+
+/// huggingface_hub GitRefs.
+struct RepoRefs {
+  std::vector<GitRefInfo> branches;
+  std::vector<GitRefInfo> tags;
+  std::vector<GitRefInfo> pull_requests;  // only with include_pull_requests
+};
+
+/// One commit of a branch's history (huggingface_hub GitCommitInfo).
+struct GitCommitInfo {
+  std::string commit_id;             // 40 hex
+  std::string title;                 // first line of the message
+  std::string message;               // the rest of the message ("" when none)
+  std::vector<std::string> authors;  // user names
+  std::string created_at;            // ISO 8601 as the server sent it
+};
+
 class HubClient {
  public:
   explicit HubClient(ClientOptions options);
@@ -315,6 +361,36 @@ class HubClient {
   /// ValidateRepoPath; a path both added and deleted is an error.
   Result<CommitInfo> CreateCommit(const UploadFolderRequest& request, const std::vector<CommitAdd>& additions,
                                   const std::vector<std::string>& deletions) const;
+
+  // ---- branches, tags, refs, commits (hub/refs.cc; hub-protocol.md) ----
+  // Names may contain '/' (percent-encoded as huggingface_hub quote(safe="")).
+  // Errors: kInvalidArgument (bad repo_id/name), kRepoNotFound,
+  // kRevisionNotFound (unknown starting revision or ref to delete),
+  // kConflict (409 without exist_ok: the branch/tag exists), kUnauthorized,
+  // kPermissionDenied, kNetwork, kInvalidFormat "BadServerAnswer". Sent once
+  // (no retries for the writing calls). Needs no cache folder.
+
+  /// huggingface_hub create_branch: POST /api/{type}s/{repo}/branch/{branch}
+  /// with {"startingPoint": revision} when revision is set. exist_ok turns a
+  /// 409 Conflict into success.
+  Status CreateBranch(const std::string& repo_id, const std::string& branch,
+                      const CreateBranchOptions& options = {}) const;
+  /// huggingface_hub delete_branch: DELETE /api/{type}s/{repo}/branch/{branch}.
+  Status DeleteBranch(const std::string& repo_id, const std::string& branch,
+                      RepoType repo_type = RepoType::kModel) const;
+  /// huggingface_hub create_tag: POST /api/{type}s/{repo}/tag/{revision} with
+  /// {"tag": tag, "message": message}. exist_ok turns a 409 into success.
+  Status CreateTag(const std::string& repo_id, const std::string& tag, const CreateTagOptions& options = {}) const;
+  /// huggingface_hub delete_tag: DELETE /api/{type}s/{repo}/tag/{tag}.
+  Status DeleteTag(const std::string& repo_id, const std::string& tag, RepoType repo_type = RepoType::kModel) const;
+  /// huggingface_hub list_repo_refs: GET /api/{type}s/{repo}/refs
+  /// (?include_prs=1 when include_pull_requests).
+  Result<RepoRefs> ListRepoRefs(const std::string& repo_id, RepoType repo_type = RepoType::kModel,
+                                bool include_pull_requests = false) const;
+  /// huggingface_hub list_repo_commits: GET /api/{type}s/{repo}/commits/{revision},
+  /// following `Link: rel="next"` pages; newest first, as the server lists them.
+  Result<std::vector<GitCommitInfo>> ListRepoCommits(const std::string& repo_id, const std::string& revision = "main",
+                                                     RepoType repo_type = RepoType::kModel) const;
 
  private:
   struct Impl;

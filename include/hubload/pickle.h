@@ -225,6 +225,17 @@ class PickleFile {
 Status CheckShardAgainstIndex(const safetensors::Index& index, std::string_view shard_name,
                               const Checkpoint& shard);
 
+/// Writes every tensor of `file` as one safetensors file `out_path`
+/// (safetensors::WriteFile, metadata {"format": "pt"}): each name its own
+/// row-major little-endian copy of the view as Python sees it — the bytes of
+/// `t.contiguous()` — so tied weights are written under each name, as the
+/// usual `save_file({k: v.contiguous() ...})` conversion script does (it
+/// clones shared tensors). Contiguous views are written straight from the
+/// mapping; strided ones are gathered. Errors: kInvalidFormat
+/// (PickleTensorOutOfRange, PickleStorageMissing), those of WriteFile.
+/// Thread-safe for distinct `out_path`s.
+Status ConvertToSafetensors(const PickleFile& file, const std::string& out_path);
+
 /// Element size in bytes of a dtype the reader produces (DtypeBits / 8).
 uint64_t ElementSize(safetensors::Dtype d);
 

@@ -60,6 +60,27 @@ inline constexpr std::string_view kUnsupportedDtype = "UnsupportedDtype";
 /// A tensor's bytes lie outside its file (or the file ends before them).
 inline constexpr std::string_view kTensorOutOfRange = "TensorOutOfRange";
 
+// ---- sharded index cross-check (safetensors::CheckIndexAgainstShards) -------
+/// The index puts a tensor in a shard that does not hold it.
+inline constexpr std::string_view kIndexTensorMissing = "IndexTensorMissing";
+/// A shard holds a tensor the index does not list.
+inline constexpr std::string_view kIndexTensorUnlisted = "IndexTensorUnlisted";
+/// A shard holds a tensor the index puts in another shard.
+inline constexpr std::string_view kIndexTensorInOtherShard = "IndexTensorInOtherShard";
+/// Several shards hold the same tensor.
+inline constexpr std::string_view kIndexTensorStoredTwice = "IndexTensorStoredTwice";
+/// A shard the index names is not beside it.
+inline constexpr std::string_view kIndexShardMissing = "IndexShardMissing";
+/// A shard beside the index cannot be read (its own format error follows).
+inline constexpr std::string_view kIndexShardUnreadable = "IndexShardUnreadable";
+/// metadata.total_size differs from the sum of the tensors' bytes (a warning
+/// for load, as transformers tolerates it; an error for `inspect --strict`).
+inline constexpr std::string_view kTotalSizeMismatch = "TotalSizeMismatch";
+
+// ---- device_map planning (hubload/device.h) -------------------------------
+/// An explicit device_map entry whose module prefix matches no tensor name.
+inline constexpr std::string_view kDeviceMapEntryUnmatched = "DeviceMapEntryUnmatched";
+
 // ---- sizes and resharding (hubload/size.h, hubload/split.h) ----------------
 /// A size text outside the one size grammar (ParseMemorySize).
 inline constexpr std::string_view kInvalidMemorySize = "InvalidMemorySize";

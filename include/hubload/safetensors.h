@@ -291,4 +291,49 @@ Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name,
 Status CheckShardNamesAgainstIndex(const Index& index, std::string_view shard_name,
                                    std::span<const std::string_view> names);
 
+/// One problem found by CheckIndexAgainstShards.
+struct IndexProblem {
+  std::string reason;   // reason::kIndexTensorMissing, kIndexTensorUnlisted, kIndexTensorInOtherShard,
+                        // kIndexTensorStoredTwice, kIndexShardMissing, kIndexShardUnreadable
+  std::string shard;    // shard basename
+  std::string tensor;   // "" for a problem of the whole shard
+  std::string message;  // one line naming the shard, the tensor and the rule broken
+};
+
+/// What CheckIndexAgainstShards needs of one shard the index names.
+struct ShardTensors {
+  std::string shard;  // basename, as in weight_map
+  /// false: the file is absent (every tensor the index puts there is then one
+  /// kIndexShardMissing problem for the shard, not one per tensor).
+  bool present = true;
+  /// Set when the file exists but cannot be read: one kIndexShardUnreadable problem.
+  std::string unreadable;
+  /// (tensor name, data bytes) in file order.
+  std::vector<std::pair<std::string, uint64_t>> tensors;
+};
+
+struct IndexCheck {
+  std::vector<IndexProblem> problems;  // shard order of `shards`, then tensor order
+  /// Sum of the data bytes of every tensor of the readable shards (a tensor
+  /// stored twice counts twice, as its bytes are on disk twice).
+  uint64_t tensor_bytes = 0;
+  /// TotalSizeWarning(index, tensor_bytes) when every shard was read, else "".
+  std::string total_size_warning;
+};
+
+/// The whole-checkpoint cross-check of an index with its shards, the rules of
+/// CheckShardNamesAgainstIndex applied to every shard at once and every
+/// problem collected (not only the first): listed-but-absent tensors, a
+/// tensor in the wrong shard, a tensor stored in several shards, tensors no
+/// index entry lists, shards absent or unreadable. `inspect INDEX` reports
+/// them all; `load` stops at the first (CheckShardNamesAgainstIndex, shard by
+/// shard as they land). Pure function; thread-safe.
+IndexCheck CheckIndexAgainstShards(const Index& index, const std::vector<ShardTensors>& shards);
+
+/// "" when index.total_size is absent or equals `tensor_bytes` (the sum of
+/// the tensors' data bytes); else one line naming both numbers (reason
+/// kTotalSizeMismatch). transformers reads total_size only as metadata, so
+/// a mismatch is a warning for load.
+std::string TotalSizeWarning(const Index& index, uint64_t tensor_bytes);
+
 }  // namespace hubload::safetensors

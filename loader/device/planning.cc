@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace {
@@ -280,6 +281,56 @@ bool PrefixMatches(std::string_view prefix, std::string_view name) {
   return name.size() == prefix.size() || name[prefix.size()] == '.';
 }
 
+// The first `segments` '.'-separated segments of `name`.
+std::string FirstSegments(std::string_view name, size_t segments) {
+  size_t end = 0;
+  for (size_t k = 0; k < segments; ++k) {
+    size_t dot = name.find('.', end);
+    if (dot == std::string_view::npos) return std::string(name);
+    end = dot + 1;
+  }
+  return std::string(name.substr(0, end ? end - 1 : 0));
+}
+
+// Every explicit entry must match some tensor (a typo is not silently a
+// no-op; accelerate fails later on such a key). kInvalidArgument naming each
+// such entry and the closest module prefix of a tensor name.
+Status CheckEntriesMatch(const std::vector<TensorFootprint>& tensors,
+                         const std::vector<std::pair<std::string, Device>>& entries) {
+  std::string bad;
+  size_t n = 0;
+  for (const auto& [prefix, dev] : entries) {
+    bool matched = false;
+    size_t best_len = 0;
+    const std::string* closest = nullptr;
+    for (const auto& t : tensors) {
+      if (PrefixMatches(prefix, t.name)) {
+        matched = true;
+        break;
+      }
+      size_t l = 0;
+      while (l < prefix.size() && l < t.name.size() && prefix[l] == t.name[l]) ++l;
+      if (!closest || l > best_len) {
+        best_len = l;
+        closest = &t.name;
+      }
+    }
+    if (matched) continue;
+    ++n;
+    bad += (bad.empty() ? "" : "; ") + std::string("'") + prefix + "' -> " + dev.ToString();
+    if (closest && best_len > 0) {
+      size_t segments = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), '.')) + 1;
+      bad += " (closest module: '" + FirstSegments(*closest, segments) + "')";
+    }
+  }
+  if (n == 0) return Status::Ok();
+  return Status(Code::kInvalidArgument,
+                "device_map entr" + std::string(n == 1 ? "y " : "ies ") + bad + " match" + (n == 1 ? "es" : "") +
+                    " no tensor of the checkpoint (a device_map key is a module prefix of tensor names, as in "
+                    "accelerate)",
+                std::string(reason::kDeviceMapEntryUnmatched));
+}
+
 Result<DeviceMapPlan> PlanExplicit(const std::vector<TensorFootprint>& tensors, const DeviceMapOptions& options,
                                    const std::vector<uint64_t>& gpu_free_bytes, const Tree& tree) {
   if (options.explicit_map.empty())
@@ -316,6 +367,7 @@ Result<DeviceMapPlan> PlanExplicit(const std::vector<TensorFootprint>& tensors, 
     target_of[key] = targets.size();
     targets.push_back(t);
   }
+  HUBLOAD_RETURN_IF_ERROR(CheckEntriesMatch(tensors, options.explicit_map));
   std::vector<int> tensor_target(tensors.size(), -1);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::pair<std::string, Device>* best = nullptr;

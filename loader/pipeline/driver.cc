@@ -382,6 +382,17 @@ class Driver {
         info_->tensors.push_back(std::move(r));
       }
     info_->num_tensors = info_->tensors.size();
+    if (plan_.sharded) {  // metadata.total_size vs the checkpoint's bytes: a warning, as transformers tolerates it
+      uint64_t bytes = 0;
+      for (const TensorRecord& r : info_->tensors) {
+        auto d = safetensors::DtypeFromName(r.source_dtype);
+        uint64_t n = d ? static_cast<uint64_t>(safetensors::DtypeBits(*d)) : 0;
+        for (int64_t x : r.shape) n *= static_cast<uint64_t>(x);
+        bytes += n / 8;
+      }
+      std::string w = safetensors::TotalSizeWarning(plan_.index, bytes);
+      if (!w.empty()) info_->warnings.push_back(info_->index_file + ": " + w);
+    }
     // "removed -> kept" metadata written by huggingface_hub save_torch_state_dict.
     const std::map<std::string, std::string>& meta =
         plan_.sharded ? plan_.index.metadata : (data_.empty() ? plan_.index.metadata : data_[0].header_.metadata);

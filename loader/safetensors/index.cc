@@ -4,10 +4,12 @@
 #include <cerrno>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "hubload/reasons.h"
 #include "hubload/safetensors.h"
 #include "loader/safetensors/internal.h"
 
@@ -114,6 +116,43 @@ Result<Index> ReadIndex(const std::string& path, std::string_view shard_suffix) 
   return ParseIndex(text, path, shard_suffix);
 }
 
+namespace {
+
+IndexProblem Problem(std::string_view reason, const std::string& shard, std::string_view tensor,
+                     const std::string& what) {
+  return IndexProblem{std::string(reason), shard, std::string(tensor),
+                      FormatError(reason, shard, tensor, what).message()};
+}
+
+// Every disagreement between shard `label` (tensor `names`, file order) and
+// the index, in a fixed order: listed-but-absent (index order), then
+// unlisted / in another shard (file order). The index must list the shard.
+std::vector<IndexProblem> ShardProblems(const Index& index, const std::string& label,
+                                        const std::vector<std::string>& listed,
+                                        std::span<const std::string_view> names, size_t limit) {
+  std::vector<IndexProblem> out;
+  std::vector<std::string_view> sorted(names.begin(), names.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& name : listed) {
+    if (out.size() >= limit) return out;
+    if (!std::binary_search(sorted.begin(), sorted.end(), std::string_view(name)))
+      out.push_back(Problem(reason::kIndexTensorMissing, label, name,
+                            "the index puts this tensor in this shard but it is absent"));
+  }
+  for (std::string_view name : names) {
+    if (out.size() >= limit) return out;
+    auto w = index.weight_map.find(std::string(name));
+    if (w == index.weight_map.end())
+      out.push_back(Problem(reason::kIndexTensorUnlisted, label, name, "the shard holds a tensor the index does not list"));
+    else if (w->second != label)
+      out.push_back(Problem(reason::kIndexTensorInOtherShard, label, name,
+                            "the shard holds this tensor but the index puts it in " + Quote(w->second)));
+  }
+  return out;
+}
+
+}  // namespace
+
 Status CheckShardNamesAgainstIndex(const Index& index, std::string_view shard_name,
                                    std::span<const std::string_view> names) {
   std::string label(shard_name);
@@ -123,24 +162,66 @@ Status CheckShardNamesAgainstIndex(const Index& index, std::string_view shard_na
     ctx.file = label;
     return Status(Code::kInvalidArgument, label + ": the index names no tensor in this shard", {}, std::move(ctx));
   }
-  std::vector<std::string_view> sorted(names.begin(), names.end());
-  std::sort(sorted.begin(), sorted.end());
-  for (const auto& name : it->second) {
-    if (!std::binary_search(sorted.begin(), sorted.end(), std::string_view(name))) {
-      return FormatError("IndexTensorMissing", label, name, "the index puts this tensor in this shard but it is absent");
+  std::vector<IndexProblem> p = ShardProblems(index, label, it->second, names, 1);
+  if (p.empty()) return Status::Ok();
+  ErrorContext ctx;
+  ctx.file = label;
+  ctx.tensor = p[0].tensor;
+  return Status(Code::kInvalidFormat, p[0].message, p[0].reason, std::move(ctx));
+}
+
+IndexCheck CheckIndexAgainstShards(const Index& index, const std::vector<ShardTensors>& shards) {
+  IndexCheck out;
+  // Tensor -> the shards that hold it, for "stored twice".
+  std::map<std::string, std::vector<std::string>> holders;
+  bool all_read = true;
+  for (const ShardTensors& s : shards)
+    for (const auto& [name, bytes] : s.tensors) holders[name].push_back(s.shard);
+  static const std::vector<std::string> kNone;
+  std::set<std::string> twice_reported;
+  for (const ShardTensors& s : shards) {
+    auto it = index.tensors_by_shard.find(s.shard);
+    const std::vector<std::string>& listed = it == index.tensors_by_shard.end() ? kNone : it->second;
+    if (!s.present) {
+      all_read = false;
+      out.problems.push_back(Problem(reason::kIndexShardMissing, s.shard, {},
+                                     "the index puts " + std::to_string(listed.size()) +
+                                         " tensors in this shard but the file is absent"));
+      continue;
+    }
+    if (!s.unreadable.empty()) {
+      all_read = false;
+      out.problems.push_back(Problem(reason::kIndexShardUnreadable, s.shard, {}, "cannot be read: " + s.unreadable));
+      continue;
+    }
+    std::vector<std::string_view> names;
+    names.reserve(s.tensors.size());
+    for (const auto& [name, bytes] : s.tensors) {
+      names.push_back(name);
+      out.tensor_bytes += bytes;
+    }
+    for (IndexProblem& p : ShardProblems(index, s.shard, listed, names, SIZE_MAX)) {
+      const auto& h = holders[p.tensor];
+      if (p.reason == reason::kIndexTensorInOtherShard && h.size() > 1) {
+        if (!twice_reported.insert(p.tensor).second) continue;
+        std::string where;
+        for (const auto& f : h) where += (where.empty() ? "" : ", ") + Quote(f);
+        out.problems.push_back(Problem(reason::kIndexTensorStoredTwice, s.shard, p.tensor,
+                                       "the tensor is stored in " + std::to_string(h.size()) + " shards (" + where +
+                                           "); the index puts it in " + Quote(index.weight_map.at(p.tensor))));
+        continue;
+      }
+      out.problems.push_back(std::move(p));
     }
   }
-  for (std::string_view name : names) {
-    auto w = index.weight_map.find(std::string(name));
-    if (w == index.weight_map.end()) {
-      return FormatError("IndexTensorUnlisted", label, name, "the shard holds a tensor the index does not list");
-    }
-    if (w->second != label) {
-      return FormatError("IndexTensorInOtherShard", label, name,
-                         "the shard holds this tensor but the index puts it in " + Quote(w->second));
-    }
-  }
-  return Status::Ok();
+  if (all_read) out.total_size_warning = TotalSizeWarning(index, out.tensor_bytes);
+  return out;
+}
+
+std::string TotalSizeWarning(const Index& index, uint64_t tensor_bytes) {
+  if (!index.total_size || *index.total_size == tensor_bytes) return "";
+  return "metadata.total_size is " + std::to_string(*index.total_size) + " bytes but the tensors hold " +
+         std::to_string(tensor_bytes) + " bytes (" + std::string(reason::kTotalSizeMismatch) + ")";
 }
 
 Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name, const Header& shard_header) {

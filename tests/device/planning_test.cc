@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace {
@@ -321,6 +322,34 @@ TEST(PlanDeviceMap, ExplicitMapErrors) {
   plan = PlanDeviceMap(t, o, {100});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().reason(), "InvalidDeviceMap");
+}
+
+TEST(PlanDeviceMap, ExplicitEntryMatchingNoTensorIsAnError) {
+  std::vector<TensorFootprint> t = {{"model.layers.0.w", 10}, {"model.layers.1.w", 10}, {"lm_head.w", 5}};
+  DeviceMapOptions o = Opts(Strategy::kExplicit);
+  // "model.layer.1" (typo) and "model.layers.1.w.x" (deeper than any tensor) match nothing,
+  // even though "" covers every tensor: a typo is never a silent no-op.
+  o.explicit_map = {{"model.layer.1", kGpu0}, {"", kCpu}, {"model.layers.1.w.x", kGpu0}};
+  auto plan = PlanDeviceMap(t, o, {100});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), hubload::Code::kInvalidArgument);
+  EXPECT_TRUE(plan.status().Is(hubload::reason::kDeviceMapEntryUnmatched)) << plan.status().ToString();
+  const std::string& m = plan.status().message();
+  EXPECT_NE(m.find("'model.layer.1' -> cuda:0 (closest module: 'model.layers.1')"), std::string::npos) << m;
+  EXPECT_NE(m.find("'model.layers.1.w.x' -> cuda:0"), std::string::npos) << m;
+  EXPECT_EQ(m.find("''"), std::string::npos) << m;  // "" matched
+  // A prefix equal to a whole tensor name, or a module, matches.
+  o.explicit_map = {{"model.layers.1.w", kGpu0}, {"model", kCpu}, {"lm_head", kCpu}};
+  plan = PlanDeviceMap(t, o, {100});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->DeviceOf("model.layers.1.w"), kGpu0);
+  EXPECT_EQ(plan->DeviceOf("model.layers.0.w"), kCpu);
+  // "lm" is not a dotted prefix of "lm_head.w".
+  o.explicit_map = {{"lm", kGpu0}, {"", kCpu}};
+  plan = PlanDeviceMap(t, o, {100});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("'lm' -> cuda:0 (closest module: 'lm_head')"), std::string::npos)
+      << plan.status().message();
 }
 
 TEST(PlanDeviceMap, BadInputs) {

@@ -1,6 +1,8 @@
 // Interop test of branches and history: the official JS client
 // @huggingface/hub (pinned in package-lock.json) — createBranch, deleteBranch,
-// listCommits, countCommits, uploadFile on a branch — against `hubload serve`.
+// listCommits, countCommits, uploadFile on a branch — against `hubload serve`,
+// and the C++ client (`hubload repo ...`) and the JS client seeing each other's
+// branches, tags and commits.
 // @huggingface/hub has no tag or refs listing call: those are checked with
 // plain fetch on the Hub API shapes (huggingface_hub list_repo_refs).
 //
@@ -122,7 +124,45 @@ async function main() {
   check(tag && tag.ref === "refs/tags/v1" && tag.targetCommit === oids[0], `tag v1: ${JSON.stringify(tag)}`);
   const viaTag = await hub.downloadFile({ ...common, revision: "v1", path: "f2.txt" });
   check(viaTag && (await viaTag.text()) === "three", "download at tag v1");
-  console.log("refs: createBranch, deleteBranch, listCommits, countCommits, uploadFile on a branch, tags: ok");
+
+  // The C++ client (hubload repo ...) and the JS client see each other's refs.
+  const cli = (...args) =>
+    execFileSync(bin, ["--endpoint", hubUrl, "--token", TOKEN, "repo", ...args], { stdio: ["ignore", "pipe", "pipe"] })
+      .toString();
+  cli("branch", "create", "org/refs", "cpp/made", "--revision", oids[1]);
+  const cppListed = [];
+  for await (const c of hub.listCommits({ ...common, revision: "cpp/made" })) cppListed.push(c.oid);
+  check(JSON.stringify(cppListed) === JSON.stringify([oids[1], oids[2], first]),
+        `listCommits of the branch hubload made: ${cppListed}`);
+  let cppConflict = false;
+  try {
+    cli("branch", "create", "org/refs", "cpp/made");
+  } catch (e) {
+    cppConflict = e.status === 1 && /Conflict|exists/.test(e.stderr.toString());
+  }
+  check(cppConflict, "hubload repo branch create of an existing branch should exit 1 naming the conflict");
+  cli("branch", "create", "org/refs", "cpp/made", "--exist-ok");
+  cli("tag", "create", "org/refs", "cpp-v2", "--revision", "cpp/made", "-m", "made by hubload");
+  const viaCppTag = await hub.downloadFile({ ...common, revision: "cpp-v2", path: "f1.txt" });
+  check(viaCppTag && (await viaCppTag.text()) === "two", "download at the tag hubload made");
+  await hub.createBranch({ ...common, branch: "js-made", revision: oids[2] });
+  const cppRefs = JSON.parse(cli("refs", "org/refs", "--json"));
+  const jsMade = cppRefs.branches.find((b) => b.name === "js-made");
+  check(jsMade && jsMade.target_commit === oids[2] && jsMade.ref === "refs/heads/js-made",
+        `hubload repo refs sees js-made: ${JSON.stringify(jsMade)}`);
+  const cppTag = cppRefs.tags.find((t) => t.name === "cpp-v2");
+  check(cppTag && cppTag.target_commit === oids[1], `hubload repo refs sees cpp-v2: ${JSON.stringify(cppTag)}`);
+  const cppCommits = JSON.parse(cli("commits", "org/refs", "--revision", "dev", "--json"));
+  check(JSON.stringify(cppCommits.map((c) => c.commit_id)) === JSON.stringify(listed.map((c) => c.oid)),
+        `hubload repo commits dev vs listCommits: ${cppCommits.map((c) => c.commit_id)}`);
+  check(cppCommits[0].title === "three", `hubload repo commits title ${cppCommits[0].title}`);
+  cli("branch", "delete", "org/refs", "cpp/made");
+  cli("tag", "delete", "org/refs", "cpp-v2");
+  const after = await refs();
+  check(!after.branches.find((b) => b.name === "cpp/made") && !after.tags.find((t) => t.name === "cpp-v2"),
+        "branch/tag deleted by hubload still listed");
+  console.log("refs: createBranch, deleteBranch, listCommits, countCommits, uploadFile on a branch, tags, " +
+              "hubload repo branch/tag/refs/commits seen by the JS client and back: ok");
 }
 
 let code = 0;

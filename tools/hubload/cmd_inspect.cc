@@ -1,9 +1,15 @@
-// `hubload inspect PATH [--json]`: validates a safetensors file, a torch.save
-// checkpoint (described by the restricted reader, nothing loaded or run) or a
-// sharded index (`*.index*.json`) and prints its tensors / shards.
+// `hubload inspect PATH [--json] [--strict]`: validates a safetensors file, a
+// torch.save checkpoint (described by the restricted reader, nothing loaded or
+// run) or a sharded index (`*.index*.json`) and prints its tensors / shards.
+// An index is cross-checked with the shards beside it as `load` checks them
+// (safetensors::CheckIndexAgainstShards: absent, misplaced, stored twice,
+// unlisted tensors, absent shards): exit 1 naming every problem (the first
+// ten in text, all in --json). metadata.total_size against the tensors' bytes:
+// a warning, an error under --strict.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,19 +38,72 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return s + "]";
 }
 
-int InspectIndex(const std::string& path, bool as_json) {
+// The tensors (name, data bytes) of one shard beside the index, read from
+// its header (safetensors) or by the restricted reader (.bin), never loaded.
+hubload::safetensors::ShardTensors ReadShardTensors(const std::string& dir, const std::string& shard, bool pickle) {
+  st::ShardTensors out;
+  out.shard = shard;
+  const std::string file = dir + shard;
+  if (::access(file.c_str(), F_OK) != 0) {
+    out.present = false;
+    return out;
+  }
+  if (pickle) {
+    auto ck = hubload::pickle::ReadCheckpointFile(file);
+    if (!ck.ok()) {
+      out.unreadable = ck.status().message();
+      return out;
+    }
+    for (const auto& t : ck->tensors) {
+      uint64_t n = 1;
+      for (uint64_t d : t.shape) n *= d;
+      out.tensors.emplace_back(t.name, n * static_cast<uint64_t>(st::DtypeBits(t.dtype)) / 8);
+    }
+    return out;
+  }
+  auto h = st::ReadMetadata(file);
+  if (!h.ok()) {
+    out.unreadable = h.status().message();
+    return out;
+  }
+  for (const auto& t : h->tensors) out.tensors.emplace_back(t.name, t.nbytes());
+  return out;
+}
+
+constexpr size_t kMaxListed = 10;  // problems printed before "... and N more"
+
+int InspectIndex(const std::string& path, bool as_json, bool strict) {
   auto w = hubload::ParseWeightsFileName(path.substr(path.find_last_of('/') + 1));
-  auto r = st::ReadIndex(path, w && w->pickle ? ".bin" : ".safetensors");
+  const bool pickle = w && w->pickle;
+  auto r = st::ReadIndex(path, pickle ? ".bin" : ".safetensors");
   if (!r.ok()) return hubload::cli::Fail("inspect", r.status().ToString());
   const st::Index& idx = *r;
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+  std::vector<st::ShardTensors> shards;
+  for (const auto& s : idx.shards) shards.push_back(ReadShardTensors(dir, s, pickle));
+  // An index alone (no shard beside it) is validated by itself, as before.
+  const bool cross_checked = std::any_of(shards.begin(), shards.end(), [](const auto& s) { return s.present; });
+  const st::IndexCheck check = cross_checked ? st::CheckIndexAgainstShards(idx, shards) : st::IndexCheck{};
+  std::vector<std::string> warnings;
+  if (!check.total_size_warning.empty()) warnings.push_back(path + ": " + check.total_size_warning);
+  const bool failed = !check.problems.empty() || (strict && !warnings.empty());
   if (as_json) {
     nlohmann::ordered_json j;
     j["weight_map"] = idx.weight_map;
     j["shards"] = idx.shards;
     j["total_size"] = idx.total_size ? nlohmann::ordered_json(*idx.total_size) : nlohmann::ordered_json(nullptr);
+    j["cross_checked"] = cross_checked;
+    j["tensor_bytes"] = cross_checked ? nlohmann::ordered_json(check.tensor_bytes) : nlohmann::ordered_json(nullptr);
     j["metadata"] = idx.metadata;
+    nlohmann::ordered_json problems = nlohmann::ordered_json::array();
+    for (const auto& p : check.problems)
+      problems.push_back({{"reason", p.reason}, {"shard", p.shard}, {"tensor", p.tensor}, {"message", p.message}});
+    j["problems"] = std::move(problems);
+    j["warnings"] = warnings;
+    j["ok"] = !failed;
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
-    return 0;
+    return failed ? 1 : 0;
   }
   std::printf("index %s: %zu tensors in %zu shards", path.c_str(), idx.weight_map.size(), idx.shards.size());
   if (idx.total_size) std::printf(", total_size %llu bytes", static_cast<unsigned long long>(*idx.total_size));
@@ -53,7 +112,14 @@ int InspectIndex(const std::string& path, bool as_json) {
   for (const auto& s : idx.shards) {
     std::printf("shard %s: %zu tensors\n", s.c_str(), idx.tensors_by_shard.at(s).size());
   }
-  return 0;
+  if (!cross_checked) std::printf("no shard beside the index: not cross-checked with the shards\n");
+  for (const auto& wline : warnings) std::fprintf(stderr, "%s: %s\n", strict ? "error" : "warning", wline.c_str());
+  if (check.problems.empty()) return failed ? 1 : 0;
+  std::string msg = path + ": " + std::to_string(check.problems.size()) + " problem(s) between the index and its shards:";
+  for (size_t i = 0; i < check.problems.size() && i < kMaxListed; ++i) msg += "\n  " + check.problems[i].message;
+  if (check.problems.size() > kMaxListed)
+    msg += "\n  ... and " + std::to_string(check.problems.size() - kMaxListed) + " more (the full list: --json)";
+  return hubload::cli::Fail("inspect", msg);
 }
 
 int InspectFile(const std::string& path, bool as_json) {
@@ -150,9 +216,12 @@ hubload::cli::Command reg{"inspect", [](CLI::App& app, hubload::cli::Global&) {
   auto as_json = std::make_shared<bool>(false);
   sub->add_option("path", *path, "a .safetensors file, a .bin checkpoint or a sharded index (*.index*.json)")
       ->required();
+  auto strict = std::make_shared<bool>(false);
   sub->add_flag("--json", *as_json, "print one JSON object instead of text");
-  return [path, as_json]() -> int {
-    if (IsIndexPath(*path)) return InspectIndex(*path, *as_json);
+  sub->add_flag("--strict", *strict,
+                "an index whose metadata.total_size differs from the tensors' bytes is an error (else a warning)");
+  return [path, as_json, strict]() -> int {
+    if (IsIndexPath(*path)) return InspectIndex(*path, *as_json, *strict);
     if (IsPicklePath(*path)) return InspectPickle(*path, *as_json);
     return InspectFile(*path, *as_json);
   };

@@ -1,12 +1,18 @@
 // `hubload reshard SRC OUT_DIR`: rewrite a single-file or sharded checkpoint as
 // huggingface_hub's save_torch_state_dict splits it, byte for byte (every dtype
 // and the source __metadata__ kept); only an explicit --dtype converts floating
-// tensors, through LibTorch's loader.
+// tensors, through LibTorch's loader. A torch.save source (pytorch_model.bin,
+// sharded or not) is read by the restricted reader and converted to
+// safetensors first (pickle::ConvertToSafetensors), then resharded.
+#include <stdlib.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "hubload/load.h"
+#include "hubload/pickle.h"
 #include "hubload/split.h"
 #include "hubload/torch_loader.h"
 #include "loader/pipeline/plan.h"
@@ -32,6 +38,49 @@ hubload::Result<hubload::ConvertedTensorBytes> ConvertWithTorch(const hubload::s
   return out;
 }
 
+// A folder removed when it goes out of scope ("" = none).
+struct TempFolder {
+  std::string path;
+  ~TempFolder() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Replaces the pickle shards of `plan` in `source` by safetensors copies in a
+// temporary folder inside `out_dir` (each checked against the .bin index first).
+hubload::Status ConvertPickleShards(const hubload::pipeline_internal::FetchPlan& plan, const std::string& out_dir,
+                                    hubload::ReshardSource* source, TempFolder* tmp) {
+  namespace fs = std::filesystem;
+  bool any = false;
+  for (const auto& s : plan.shards) any |= s.format == hubload::pipeline_internal::ShardFormat::kPickle;
+  if (!any) return hubload::Status::Ok();
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  std::string templ = (fs::path(out_dir) / ".hubload-reshard-XXXXXX").string();
+  if (!::mkdtemp(templ.data()))
+    return hubload::Status(hubload::Code::kIOError, "cannot create a temporary folder in '" + out_dir + "'");
+  tmp->path = templ;
+  source->files.clear();
+  source->index_file.clear();  // the .bin index is checked here; its shards are renamed
+  for (size_t i = 0; i < plan.shards.size(); ++i) {
+    const auto& s = plan.shards[i];
+    if (s.format != hubload::pipeline_internal::ShardFormat::kPickle) {
+      source->files.push_back(s.local_path);
+      continue;
+    }
+    auto f = hubload::pickle::PickleFile::Open(s.local_path);
+    if (!f.ok()) return f.status();
+    if (plan.sharded)
+      HUBLOAD_RETURN_IF_ERROR(
+          hubload::pickle::CheckShardAgainstIndex(plan.index, fs::path(s.local_path).filename().string(), f->checkpoint()));
+    std::string out = (fs::path(tmp->path) / ("part-" + std::to_string(i) + ".safetensors")).string();
+    HUBLOAD_RETURN_IF_ERROR(hubload::pickle::ConvertToSafetensors(*f, out));
+    source->files.push_back(out);
+  }
+  return hubload::Status::Ok();
+}
+
 hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
   auto* sub = app.add_subcommand(
       "reshard", "Rewrite a checkpoint as safetensors shards (huggingface_hub split), every tensor byte as stored");
@@ -39,7 +88,7 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
     std::string src, out, max_shard_size = "10GB", variant, dtype = "auto", weights_name, src_variant, subfolder;
   };
   auto a = std::make_shared<Args>();
-  sub->add_option("src", a->src, "checkpoint folder, .safetensors file or .safetensors.index.json")->required();
+  sub->add_option("src", a->src, "checkpoint folder, .safetensors or .bin file, or a .safetensors/.bin index")->required();
   sub->add_option("out_dir", a->out, "output folder (created if needed)")->required();
   sub->add_option("--max-shard-size", a->max_shard_size,
                   "bytes per shard: 5GB = 5*10^9, 5GiB = 5*2^30, KB/MB/TB and KiB/MiB/TiB, or plain bytes")
@@ -64,12 +113,16 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
     req.variant = a->src_variant;
     req.subfolder = a->subfolder;
     hubload::PretrainedInfo info;
-    auto plan = hubload::pipeline_internal::MakeFetchPlan(nullptr, req, /*allow_pickle=*/false, &info);
+    auto plan = hubload::pipeline_internal::MakeFetchPlan(nullptr, req, /*allow_pickle=*/true, &info);
     if (!plan.ok()) return hubload::cli::Fail("reshard", plan.status().ToString());
     for (const auto& w : info.warnings) std::fprintf(stderr, "hubload reshard: warning: %s\n", w.c_str());
     hubload::ReshardSource source;
     source.files = info.local_files;
     source.index_file = info.index_file;
+    // torch.save shards (.bin, issue 16): each converted to a temporary safetensors file first.
+    TempFolder tmp;
+    if (auto st = ConvertPickleShards(*plan, a->out, &source, &tmp); !st.ok())
+      return hubload::cli::Fail("reshard", st.ToString());
     source.weights_name = info.resolved.weights_name;
     hubload::ReshardOptions opts;
     opts.max_shard_size = *max;
