@@ -56,4 +56,15 @@ Status WriteCacheDirTag(const std::string& cache_dir) {
                                "# For information about cache directory tags see https://bford.info/cachedir/\n");
 }
 
+namespace cache_internal {
+
+Status WriteCreatingCache(const std::string& cache_dir, const std::function<Status()>& write) {
+  std::error_code ec;
+  const bool existed = cache_dir.empty() || fs::exists(cache_dir, ec);
+  Status st = write();
+  if (st.ok() && !existed) (void)WriteCacheDirTag(cache_dir);
+  return st;
+}
+
+}  // namespace cache_internal
 }  // namespace hubload

@@ -201,7 +201,7 @@ hubload::Result<std::string> ForceMany(const Args& a, hubload::RepoType type, co
 }
 
 int Run(Args a, hubload::cli::Global& g) {
-  if (int rc = hubload::cli::ApplyRepoArg("download", a.repo_id, &a.repo_type, a.repo_type_opt->count() > 0,
+  if (int rc = hubload::cli::ApplyRepoArg("download", &a.repo_id, &a.repo_type, a.repo_type_opt->count() > 0,
                                           &a.revision, a.revision_opt->count() > 0, &a.files);
       rc != 0)
     return rc;
