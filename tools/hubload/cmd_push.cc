@@ -98,7 +98,6 @@ std::string ResolvePaths(Args* a, const std::string& cmd) {
     }
     return {};
   }
-  if (!std::filesystem::exists(a->local_path, ec)) return "'" + a->local_path + "' does not exist";
   if (!a->path_in_repo_given && std::filesystem::is_regular_file(a->local_path, ec))
     a->path_in_repo = std::filesystem::path(a->local_path).filename().string();
   if (a->path_in_repo == ".") a->path_in_repo.clear();
@@ -112,6 +111,9 @@ int Run(Args a, hubload::cli::Global& g, const std::string& cmd) {
     return rc;
   auto type = hubload::ParseRepoType(a.repo_type);
   if (!type.ok()) return hubload::cli::Fail(cmd, type.status().message());
+  std::error_code ec;
+  if (a.local_path_given && !std::filesystem::exists(a.local_path, ec))
+    return hubload::cli::Fail(cmd, "'" + a.local_path + "' does not exist (LOCAL_PATH: a file or folder to upload)");
   if (std::string why = ResolvePaths(&a, cmd); !why.empty()) {
     std::fprintf(stderr, "hubload %s: %s\n", cmd.c_str(), why.c_str());
     return 2;
@@ -153,7 +155,6 @@ int Run(Args a, hubload::cli::Global& g, const std::string& cmd) {
   Bar bar;
   if (!a.quiet && ::isatty(STDERR_FILENO)) req.callbacks.on_progress = [&bar](const auto& p) { bar.Update(p); };
   hubload::Result<hubload::CommitInfo> info = hubload::Status(hubload::Code::kInternal, "no upload made");
-  std::error_code ec;
   if (std::filesystem::is_regular_file(a.local_path, ec)) {
     if (!a.include.empty() || !a.exclude.empty() || !a.del.empty()) {
       bar.Done();
