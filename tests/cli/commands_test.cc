@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "testing/hub_server.h"
+#include "tests/hub/access_log.h"  // hubload::testing::Bytes, the shared test byte generator
 #include "testing/util.h"
 
 namespace {
@@ -34,18 +35,6 @@ int Hubload(const std::string& args, std::string* out, std::string* err, const s
   std::string cmd = "env -u HF_TOKEN -u HF_HUB_OFFLINE -u HF_ENDPOINT -u HUBLOAD_LOCK_MODE -u HF_HUB_CACHE -u HF_HOME " +
                     env + " " + Quote(hubload::testing::HubloadBin()) + " " + args;
   return RunCommand(cmd, out, err);
-}
-
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = 2463534242u + seed;
-  for (auto& c : s) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    c = static_cast<char>(x & 0xff);
-  }
-  return s;
 }
 
 std::string Sha256(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
@@ -70,9 +59,9 @@ std::set<std::string> PathsOf(const std::string& dry_run_json) {
 struct Repo {
   TempDir src;
   std::map<std::string, std::string> files = {{"config.json", "{\"hidden\": 8}"},
-                                              {"a.bin", Pattern(300000, 1)},
-                                              {"b.bin", Pattern(200000, 2)},
-                                              {"sub/c.bin", Pattern(50000, 3)}};
+                                              {"a.bin", hubload::testing::Bytes(300000, 1)},
+                                              {"b.bin", hubload::testing::Bytes(200000, 2)},
+                                              {"sub/c.bin", hubload::testing::Bytes(50000, 3)}};
   std::string commit;
   explicit Repo(hubload::testing::TestHub& hub, const std::string& repo_id = "org/m") {
     for (auto& [p, b] : files) {
