@@ -2,7 +2,9 @@
 #include "cache/blob_store.h"
 
 #include <filesystem>
+#include <optional>
 
+#include "cache/util.h"
 #include "util/hex.h"
 
 namespace hubload::cache_internal {
@@ -46,7 +48,15 @@ Result<std::optional<std::string>> BlobStore::Cached(const std::string& commit, 
 }
 
 Result<FileLock> BlobStore::Lock(const std::string& etag, double timeout_s) const {
-  return FileLock::Acquire(rc_.LockPath(etag), timeout_s, lock_);
+  // The first write into a cache folder that did not exist tags it (CACHEDIR.TAG).
+  std::optional<FileLock> held;
+  Status st = WriteCreatingCache(rc_.cache_dir(), [&]() -> Status {
+    HUBLOAD_ASSIGN_OR_RETURN(FileLock l, FileLock::Acquire(rc_.LockPath(etag), timeout_s, lock_));
+    held.emplace(std::move(l));
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return std::move(*held);
 }
 
 Result<std::unique_ptr<BlobWriter>> BlobStore::OpenStream(const BlobId& id, bool resume) const {

@@ -104,7 +104,8 @@ Status RepoCache::WriteRef(std::string_view revision, std::string_view commit) c
     return Status(Code::kInvalidArgument, "refusing to write ref '" + std::string(revision) + "' = '" +
                                               std::string(commit) + "': not a 40-hex commit", "BadCommit");
   if (auto cur = ReadRef(revision); cur && *cur == commit) return Status::Ok();
-  return util::AtomicWriteFile(RefPath(revision), std::string(commit));
+  return cache_internal::WriteCreatingCache(
+      cache_dir_, [&] { return util::AtomicWriteFile(RefPath(revision), std::string(commit)); });
 }
 
 std::optional<std::string> RepoCache::LocalCommit(std::string_view revision) const {

@@ -62,9 +62,7 @@ Status WriteLocalDirMeta(const std::string& dir, const std::string& path, const 
   std::string base = dir + "/.cache/huggingface";
   std::error_code ec;
   if (!fs::exists(base + "/.gitignore", ec)) HUBLOAD_RETURN_IF_ERROR(util::AtomicWriteFile(base + "/.gitignore", "*"));
-  if (!fs::exists(base + "/CACHEDIR.TAG", ec))
-    HUBLOAD_RETURN_IF_ERROR(
-        util::AtomicWriteFile(base + "/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n"));
+  HUBLOAD_RETURN_IF_ERROR(WriteCacheDirTag(base));
   double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return util::AtomicWriteFile(LocalDirMetaPath(dir, path), commit + "\n" + etag + "\n" + std::to_string(now) + "\n");
 }

@@ -311,4 +311,32 @@ void RangedBlobWriter::Discard() {
   im.fd = -1;
 }
 
+namespace cache_internal {
+
+uint64_t RangedPartialBytes(const std::string& path, uint64_t size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint64_t total = 0;
+  struct stat st;
+  unsigned char head[kTrailerHead];
+  if (size > 0 && ::fstat(fd, &st) == 0 && ::pread(fd, head, sizeof head, static_cast<off_t>(size)) ==
+                                               static_cast<ssize_t>(sizeof head) &&
+      std::memcmp(head, kMagic, 16) == 0 && GetLe64(head + 16) == size) {
+    uint64_t chunk = GetLe64(head + 24);
+    uint64_t n = chunk >= kMinChunk ? (size + chunk - 1) / chunk : 0;
+    if (n > 0 && static_cast<uint64_t>(st.st_size) == size + kTrailerHead + 8 * n) {
+      std::vector<unsigned char> t(8 * n);
+      if (::pread(fd, t.data(), t.size(), static_cast<off_t>(size + kTrailerHead)) == static_cast<ssize_t>(t.size())) {
+        for (uint64_t k = 0; k < n; ++k) {
+          uint64_t len = std::min(size, (k + 1) * chunk) - k * chunk;
+          total += std::min(GetLe64(t.data() + 8 * k), len);
+        }
+      }
+    }
+  }
+  ::close(fd);
+  return total;
+}
+
+}  // namespace cache_internal
 }  // namespace hubload

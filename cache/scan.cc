@@ -1,5 +1,7 @@
 // Cache scan and delete (huggingface_hub utils/_cache_manager.py semantics).
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <set>
 #include <string_view>
 
+#include "cache/tree_cache.h"
 #include "cache/util.h"
 #include "util/file_io.h"
 #include "hubload/cache.h"
@@ -40,9 +43,33 @@ bool ParseFolderName(const std::string& name, RepoType* type, std::string* repo_
   return true;
 }
 
+// Bytes a file holds on disk: its length, or fewer allocated bytes for a
+// sparse file (a ranged partial is sized up front). ScanCache and
+// PruneIncompleteDownloads count partials this one way.
+uint64_t AllocatedBytes(const struct stat& st) {
+  return std::min<uint64_t>(static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_blocks) * 512);
+}
+
+double Seconds(const struct timespec& t) {
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// True when a live download holds the partial's lock (.locks/<folder>/<etag>.lock
+// flocked); the lock file is never created here.
+bool PartialInUse(const std::string& lock_path) {
+  int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  std::error_code ec;
+  return held || fs::exists(lock_path + ".lease", ec);
+}
+
 struct SnapshotFiles {
   std::vector<std::string> files;
   std::set<std::string> blobs;      // etags linked
+  std::map<std::string, std::string> blob_of;  // path -> etag linked
+  std::vector<std::string> dangling;  // "<link> -> <target>" whose target is missing
   uint64_t copied_bytes = 0;        // regular files in no-symlink mode
 };
 
@@ -56,7 +83,12 @@ SnapshotFiles ReadSnapshot(const fs::path& dir) {
     out.files.push_back(it->path().lexically_relative(dir).generic_string());
     if (it->is_symlink(e2)) {
       fs::path target = fs::read_symlink(it->path(), e2);
-      if (!e2) out.blobs.insert(target.filename().string());
+      if (!e2) {
+        out.blobs.insert(target.filename().string());
+        out.blob_of[out.files.back()] = target.filename().string();
+        std::error_code e3;
+        if (!fs::exists(it->path(), e3)) out.dangling.push_back(it->path().string() + " -> " + target.string());
+      }
     } else {
       out.copied_bytes += it->file_size(e2);
     }
@@ -94,16 +126,22 @@ Result<CachedRepo> ScanRepo(const std::string& cache_dir, const std::string& fol
     if (!e.is_regular_file(e2)) continue;
     std::string name = e.path().filename().string();
     uint64_t sz = e.file_size(e2);
-    if (name.find('.') != std::string::npos) {  // *.incomplete, *.tmpXXXX, other partials
-      // A ranged partial is sparse (sized up front): count the bytes really on disk.
-      struct stat pst;
-      if (::stat(e.path().c_str(), &pst) == 0)
-        sz = std::min<uint64_t>(sz, static_cast<uint64_t>(pst.st_blocks) * 512);
+    struct stat pst;
+    if (::stat(e.path().c_str(), &pst) == 0) {
+      repo.last_accessed = std::max(repo.last_accessed, Seconds(pst.st_atim));
+      repo.last_modified = std::max(repo.last_modified, Seconds(pst.st_mtim));
+      // *.incomplete, *.tmpXXXX, other partials: the bytes really on disk.
+      if (name.find('.') != std::string::npos) sz = AllocatedBytes(pst);
     }
     repo.size_on_disk += sz;
     if (name.find('.') != std::string::npos) {
       repo.incomplete_files.push_back(e.path().string());
       repo.incomplete_bytes += sz;
+      std::string etag = name.substr(0, name.find('.'));
+      if (name.size() > 11 && name.compare(name.size() - 11, 11, ".incomplete") == 0 && !etag.empty() &&
+          !PartialInUse(rc.LockPath(etag)))
+        warnings->push_back("stray partial download " + e.path().string() + " (" + std::to_string(sz) +
+                            " bytes; `hubload cache prune` removes it)");
     } else {
       blob_sizes[name] = sz;
     }
@@ -129,12 +167,29 @@ Result<CachedRepo> ScanRepo(const std::string& cache_dir, const std::string& fol
       if (it != blob_sizes.end()) rev.size_on_disk += it->second;
     }
     repo.size_on_disk += sf.copied_bytes;
+    for (auto& d : sf.dangling) warnings->push_back("dangling link " + d + " (blob missing)");
+    if (auto tree = cache_internal::ReadTreeCache(rc, commit)) {
+      for (const auto& t : *tree) {
+        auto lb = sf.blob_of.find(t.path);
+        if (lb == sf.blob_of.end()) continue;
+        auto bs = blob_sizes.find(lb->second);
+        if (bs != blob_sizes.end() && bs->second != t.size)
+          warnings->push_back("blob " + rc.BlobPath(lb->second) + " of " + t.path + " is " +
+                              std::to_string(bs->second) + " bytes; " + cache_internal::TreeCachePath(rc, commit) +
+                              " says " + std::to_string(t.size));
+      }
+    }
     for (auto& [name, c] : repo.refs)
       if (c == commit) rev.refs.push_back(name);
     repo.revisions.push_back(std::move(rev));
   }
   std::sort(repo.revisions.begin(), repo.revisions.end(),
             [](const CachedRevision& a, const CachedRevision& b) { return a.commit < b.commit; });
+  for (auto& [name, c] : repo.refs) {
+    std::error_code e3;
+    if (!fs::is_directory(rc.SnapshotDir(c), e3))
+      warnings->push_back("ref " + rc.RefPath(name) + " names commit " + c + ", which has no snapshot");
+  }
   for (auto& [name, sz] : blob_sizes) {
     if (!used.count(name)) {
       repo.unreferenced_blobs.push_back(name);
@@ -243,6 +298,7 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
     fs::remove_all(target->snapshot_path, ec);
     if (ec) return util::IoError("cannot remove", target->snapshot_path, ec.value());
     fs::remove_all(rc.repo_dir() + "/.no_exist/" + commit, ec);
+    fs::remove(cache_internal::TreeCachePath(rc, commit), ec);
     rep.deleted_snapshots.push_back(commit);
     for (auto& b : mine) {
       if (still_used.count(b)) continue;
@@ -326,7 +382,7 @@ Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, doubl
         return util::IoError("cannot remove partial download", partial, errno);
       }
       rep.deleted_files.push_back(partial);
-      rep.freed_bytes += static_cast<uint64_t>(st.st_size);
+      rep.freed_bytes += AllocatedBytes(st);
     }
   }
   std::sort(rep.deleted_files.begin(), rep.deleted_files.end());

@@ -1,5 +1,6 @@
 // trees/<commit>.json and listings of snapshot folders (cache/tree_cache.h).
 #include "cache/tree_cache.h"
+#include "cache/util.h"
 
 #include <spdlog/spdlog.h>
 
@@ -75,7 +76,7 @@ Status WriteTreeCache(const RepoCache& rc, const std::string& commit, const std:
     out[f.path] = std::move(e);
   }
   nlohmann::json doc = {{"format_version", 1}, {"files", std::move(out)}};
-  return util::AtomicWriteFile(TreeCachePath(rc, commit), doc.dump());
+  return WriteCreatingCache(rc.cache_dir(), [&] { return util::AtomicWriteFile(TreeCachePath(rc, commit), doc.dump()); });
 }
 
 Result<std::vector<TreeEntry>> ListSnapshotFolder(const RepoCache& rc, const std::string& commit) {

@@ -32,4 +32,14 @@ inline ErrorContext RepoRevCtx(std::string repo_id, std::string rev) {
 Status VerifyGitBlob(const std::string& partial, const std::string& expected, const std::string& label,
                      const ErrorContext& ctx, const std::function<void()>& discard);
 
+/// Runs `write` (a write that may create the cache folder `cache_dir` with
+/// its parents); when the folder did not exist before and the write
+/// succeeded, tags it with CACHEDIR.TAG (WriteCacheDirTag, best effort).
+Status WriteCreatingCache(const std::string& cache_dir, const std::function<Status()>& write);
+
+/// Bytes a ranged partial (RangedBlobWriter, `size` bytes of content) holds
+/// per its journal: the sum of every chunk's written prefix. 0 when the file
+/// is absent or its journal does not match `size`. Never fails.
+uint64_t RangedPartialBytes(const std::string& path, uint64_t size);
+
 }  // namespace hubload::cache_internal

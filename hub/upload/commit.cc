@@ -179,6 +179,7 @@ Result<CommitInfo> CreateCommit(const Session& s, const UploadFolderRequest& req
   HUBLOAD_RETURN_IF_ERROR(CheckRequest(request));
   std::set<std::string> added_paths;
   std::vector<Item> items;
+  std::vector<std::string> pointer_warnings;
   items.reserve(additions.size());
   for (const auto& a : additions) {
     HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(a.path_in_repo));
@@ -194,6 +195,9 @@ Result<CommitInfo> CreateCommit(const Session& s, const UploadFolderRequest& req
     it.local = a.local_path;
     it.size = fs::file_size(a.local_path, ec);
     if (ec) return Status(Code::kIOError, "cannot stat '" + a.local_path + "': " + ec.message());
+    if (LooksLikeLfsPointer(a.local_path, it.size))
+      pointer_warnings.push_back("'" + a.local_path + "' (uploaded as '" + a.path_in_repo +
+                                 "') looks like a Git LFS pointer file, not the content (run `git lfs pull`?)");
     items.push_back(std::move(it));
   }
   for (const auto& d : deletions) {
@@ -210,6 +214,7 @@ Result<CommitInfo> CreateCommit(const Session& s, const UploadFolderRequest& req
   Progress progress(cb);
   FirstError err(cb);
   CommitInfo info;
+  info.warnings = std::move(pointer_warnings);
 
   // 1. One read per file: size check, sha256, sample.
   uint64_t total = 0;

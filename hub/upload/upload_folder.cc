@@ -7,6 +7,7 @@
 #include "hub/answers.h"
 #include "hub/listing.h"
 #include "hub/upload/upload_internal.h"
+#include "util/file_io.h"
 
 namespace hubload::hub_internal::upload {
 namespace fs = std::filesystem;
@@ -50,6 +51,16 @@ Result<std::vector<RepoFile>> RemoteFiles(const Session& s, const std::string& r
 
 }  // namespace
 
+bool LooksLikeLfsPointer(const std::string& path, uint64_t size) {
+  static constexpr std::string_view kFirstLine = "version https://git-lfs.github.com/spec/v1";
+  if (size >= 1024 || size < kFirstLine.size()) return false;
+  auto text = util::ReadSmallFile(path, 1024);
+  if (!text.ok()) return false;
+  std::string_view t = *text;
+  return t.substr(0, kFirstLine.size()) == kFirstLine &&
+         (t.size() == kFirstLine.size() || t[kFirstLine.size()] == '\n' || t[kFirstLine.size()] == '\r');
+}
+
 Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& request) {
   HUBLOAD_RETURN_IF_ERROR(CheckRequest(request));
   std::error_code ec;
@@ -63,13 +74,28 @@ Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& req
   std::vector<std::string> ignore = request.ignore_patterns;
   ignore.insert(ignore.end(), kDefaultIgnore.begin(), kDefaultIgnore.end());
   std::vector<CommitAdd> adds;
+  std::vector<std::string> skipped;  // CommitInfo::warnings of the walk
   fs::path root(request.folder);
   size_t visited = 0;
   for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (++visited > 10'000'000) return Status(Code::kInvalidArgument, "'" + request.folder + "' has too many entries");
     std::error_code ec2;
-    if (!it->is_regular_file(ec2)) continue;  // files and symlinks to files
+    if (!it->is_regular_file(ec2)) {  // files and symlinks to files
+      std::string rel = it->path().lexically_relative(root).generic_string();
+      if (!MatchesPatterns(rel, {}, ignore)) continue;
+      const std::string local = it->path().string();
+      std::error_code e3;
+      auto own = it->symlink_status(e3);
+      if (fs::is_symlink(own) && !fs::exists(it->path(), e3))
+        skipped.push_back("skipped dangling symlink '" + local + "'");
+      else if (fs::is_symlink(own) && fs::is_directory(it->path(), e3))
+        skipped.push_back("skipped symlinked folder '" + local + "' (not entered)");
+      else if (fs::is_fifo(own) || fs::is_socket(own) || fs::is_block_file(own) || fs::is_character_file(own) ||
+               (fs::is_symlink(own) && !fs::is_directory(it->path(), e3)))
+        skipped.push_back("skipped '" + local + "': not a regular file (FIFO, socket or device)");
+      continue;
+    }
     std::string rel = it->path().lexically_relative(root).generic_string();
     if (!MatchesPatterns(rel, request.allow_patterns, ignore)) continue;
     std::string in_repo = prefix.empty() ? rel : prefix + "/" + rel;
@@ -113,7 +139,9 @@ Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& req
                   "EmptyCommit");
   UploadFolderRequest r = request;
   if (r.commit_message.empty()) r.commit_message = "Upload folder using hubload";
-  return CreateCommit(s, r, adds, deletions);
+  auto info = CreateCommit(s, r, adds, deletions);
+  if (info.ok()) info->warnings.insert(info->warnings.begin(), skipped.begin(), skipped.end());
+  return info;
 }
 
 }  // namespace hubload::hub_internal::upload

@@ -114,6 +114,10 @@ Status Transfer(const Call& c, std::vector<Object*>& to_send, Progress& progress
 
 // commit.cc
 Status CheckRequest(const UploadFolderRequest& req);
+
+/// True when the file at `path` (`size` bytes) is Git LFS pointer text: under
+/// 1024 bytes and its first line is "version https://git-lfs.github.com/spec/v1".
+bool LooksLikeLfsPointer(const std::string& path, uint64_t size);
 Result<std::string> CreateRepo(const Session& s, const std::string& repo_id, RepoType repo_type, bool private_repo);
 Result<CommitInfo> CreateCommit(const Session& s, const UploadFolderRequest& request,
                                 const std::vector<CommitAdd>& additions, const std::vector<std::string>& deletions);

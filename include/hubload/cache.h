@@ -338,6 +338,63 @@ class RangedBlobWriter {
   std::string partial_path_, blob_path_;
 };
 
+/// What the cache (or a local_dir) already holds of one file of a listing,
+/// for `hubload download --dry-run` (huggingface_hub 1.x `hf download
+/// --dry-run` reports the same "cached" / "to download" split).
+struct CachedFileState {
+  /// The file is complete: blobs/<etag> with `size` bytes (the snapshot link,
+  /// if missing, costs no download), or in local_dir mode <dir>/<path> with
+  /// `size` bytes and metadata naming `etag`.
+  bool cached = false;
+  /// Bytes of a resumable partial already on disk (0 when cached or none):
+  /// the size of blobs/<etag>.incomplete (a contiguous prefix, capped at
+  /// `size`), else the chunk prefixes recorded in the journal of
+  /// blobs/<etag>.ranges.incomplete; the same names under
+  /// <dir>/.cache/huggingface/download/ in local_dir mode.
+  uint64_t partial_bytes = 0;
+  /// size - partial_bytes, or 0 when cached.
+  uint64_t bytes_to_fetch = 0;
+};
+
+/// Probes the cache for blob `etag` of `size` bytes (path `path_in_repo`);
+/// with `local_dir` non-empty probes that folder instead. Reads only; never
+/// fails (unreadable entries count as absent). Thread-safe.
+CachedFileState ProbeCachedFile(const RepoCache& repo, std::string_view path_in_repo, std::string_view etag,
+                                uint64_t size, const std::string& local_dir = {});
+
+/// Writes <cache_dir>/CACHEDIR.TAG with the standard signature line
+/// ("Signature: 8a477f597d28d172789f06886806bc55", bford.ch/cachedir) when it
+/// is absent; huggingface_hub's local_dir writes the same file. Best effort:
+/// the caller may ignore the error (kIOError naming the file).
+Status WriteCacheDirTag(const std::string& cache_dir);
+
+/// One file a folder should hold (a Hub tree listing entry).
+struct ExpectedFile {
+  std::string path;        // path in repo
+  uint64_t size = 0;
+  std::string blob_id;     // git blob sha1 (40 hex); checked when lfs_sha256 is empty
+  std::string lfs_sha256;  // 64 hex for LFS files
+};
+
+/// What VerifyFolder found; every list holds paths in repo, sorted.
+struct VerifyReport {
+  std::vector<std::string> verified;
+  /// "PATH: why" — the size, sha256 or git blob sha1 differs (expected and
+  /// actual values named).
+  std::vector<std::string> mismatched;
+  std::vector<std::string> missing;  // listed but not in the folder (or unreadable)
+  std::vector<std::string> extra;    // in the folder but not listed
+};
+
+/// huggingface_hub 1.x `hf cache verify`: checks every file of `expected`
+/// under `folder` (a snapshot folder, symlinks followed, or a local_dir):
+/// the size, then the sha256 of LFS files and the git blob sha1 of the
+/// others. Files under `folder` that are not listed are `extra`; the
+/// local_dir metadata folder .cache/huggingface/ is skipped. Reads files
+/// once each, one at a time. kNotFound when `folder` does not exist; an
+/// unsafe listed path (ValidateRepoPath) is kInvalidArgument. Thread-safe.
+Result<VerifyReport> VerifyFolder(const std::string& folder, const std::vector<ExpectedFile>& expected);
+
 /// Lowercase hex sha256 of a whole file (util::Sha256File). IoError's if unreadable.
 Result<std::string> Sha256File(const std::string& path);
 
@@ -364,25 +421,38 @@ struct CachedRepo {
   uint64_t unreferenced_bytes = 0;
   std::vector<std::string> incomplete_files;  // partial downloads (paths)
   uint64_t incomplete_bytes = 0;
+  /// Newest st_atime / st_mtime of its blobs (seconds since the epoch; 0
+  /// when it has none), as huggingface_hub CachedRepoInfo.last_accessed /
+  /// last_modified.
+  double last_accessed = 0;
+  double last_modified = 0;
 };
 
 struct CacheInfo {
   std::string cache_dir;
   std::vector<CachedRepo> repos;  // sorted by (type, repo_id)
   uint64_t size_on_disk = 0;
-  /// Folders/files that do not follow the layout (reported, never fatal).
+  /// Folders/files that do not follow the layout and corrupted entries
+  /// (reported, never fatal; huggingface_hub CorruptedCacheException
+  /// warnings), one line each naming the path: a snapshot symlink whose blob
+  /// is missing ("dangling link"), a ref naming a commit with no snapshot, a
+  /// blob whose size differs from trees/<commit>.json, a partial download no
+  /// live download holds ("stray partial").
   std::vector<std::string> warnings;
 };
 
 /// Scans `cache_dir` (huggingface_hub scan_cache_dir). Partial downloads
 /// (blobs/*.incomplete, *.ranges.incomplete, temp files) are listed in
-/// CachedRepo::incomplete_files. kNotFound when the folder does not exist;
-/// kIOError when it cannot be read.
+/// CachedRepo::incomplete_files and counted by their allocated bytes
+/// (st_blocks * 512, at most their length: a ranged partial is sparse), as
+/// PruneIncompleteDownloads counts them. Reads only (a partial's lock file is
+/// probed with a non-blocking flock when it exists, never created).
+/// kNotFound when the folder does not exist; kIOError when it cannot be read.
 Result<CacheInfo> ScanCache(const std::string& cache_dir);
 
 struct PruneReport {
   std::vector<std::string> deleted_files;  // paths of the partials removed (sorted)
-  uint64_t freed_bytes = 0;                // their sizes, summed
+  uint64_t freed_bytes = 0;                // their allocated bytes (as ScanCache counts them), summed
   std::vector<std::string> kept_locked;    // partials whose lock a live process holds
   std::vector<std::string> kept_recent;    // partials modified less than min_age_s ago
 };
@@ -412,7 +482,8 @@ struct DeleteReport {
 };
 
 /// Deletes a repo from the cache, or with `revision` (a ref name or a commit)
-/// only that snapshot and the refs pointing at it; blobs are removed only when
+/// only that snapshot, its trees/<commit>.json listing, its .no_exist folder
+/// and the refs pointing at it; blobs are removed only when
 /// no remaining snapshot links them (huggingface_hub delete_revisions). When no
 /// snapshot and no ref remain, the repo folder and its .locks folder go too.
 /// Not synchronised with a concurrent download of the same repo. kNotFound

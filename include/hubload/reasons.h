@@ -103,6 +103,12 @@ inline constexpr std::string_view kInvalidSize = "InvalidSize";
 /// Two source files give one `__metadata__` key different values.
 inline constexpr std::string_view kMetadataConflict = "MetadataConflict";
 
+// ---- CLI (tools/hubload) ----------------------------------------------------
+/// A repo argument that is neither a repo id nor a valid hf:// URI.
+inline constexpr std::string_view kBadHfUri = "BadHfUri";
+/// `cache verify`: a file whose bytes differ from the Hub's listing.
+inline constexpr std::string_view kVerifyMismatch = "VerifyMismatch";
+
 /// Internal: a Result was built from an OK Status.
 inline constexpr std::string_view kOkStatusAsError = "OkStatusAsError";
 

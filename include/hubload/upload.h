@@ -147,6 +147,14 @@ struct CommitInfo {
   std::vector<std::string> deleted;    // paths in repo, sorted
   uint64_t lfs_bytes_uploaded = 0;     // file bytes PUT (0 when the server had them all)
   uint64_t lfs_objects_uploaded = 0;   // LFS objects sent (not already stored)
+  /// One line per thing the caller should know, each naming the local file:
+  /// what the folder walk skipped (dangling symlinks; FIFOs, sockets and
+  /// devices; symlinked folders, which are not entered) and added files that
+  /// look like Git LFS pointer text (first line
+  /// "version https://git-lfs.github.com/spec/v1", under 1024 bytes: usually
+  /// a clone made without `git lfs pull`). huggingface_hub skips the same
+  /// entries without a word.
+  std::vector<std::string> warnings;
 };
 
 /// One file added by a commit built by hand (HubClient::CreateCommit).

@@ -431,7 +431,8 @@ TEST(PushCli, PrintsCommitAndUrlAndHonoursFilters) {
                                    " --commit-message 'from the cli'",
                                &out, &err);
   ASSERT_EQ(rc, 0) << err;
-  EXPECT_EQ(err, "") << "no progress output when stderr is not a terminal";
+  // Only the deprecation note of the `push` alias: no progress output when stderr is not a terminal.
+  EXPECT_EQ(err, "hubload push: deprecated; use `hubload upload org/cli " + local.str() + "` (same options)\n");
   auto lines = Lines(out);
   ASSERT_EQ(lines.size(), 2u) << out;
   EXPECT_EQ(lines[0], hub.Ref("org/cli"));
