@@ -1,4 +1,5 @@
 // The load dtype policy as a table over safetensors dtypes (torch-free).
+#include "util/text.h"
 #include "hubload/dtype_policy.h"
 
 #include <string_view>
@@ -120,10 +121,7 @@ std::string DescribeDtypeConversion(const DtypeConversion& c, size_t max_names) 
   std::string s = std::to_string(n) + (n == 1 ? " tensor " : " tensors ") + safetensors::DtypeName(c.from) + " -> " +
                   safetensors::DtypeName(c.to) + " (" + c.why + ")";
   if (n == 0 || max_names == 0) return s;
-  s += ": ";
-  for (size_t i = 0; i < n && i < max_names; ++i) s += (i ? ", " : "") + c.tensors[i];
-  if (n > max_names) s += " ... and " + std::to_string(n - max_names) + " more";
-  return s;
+  return s + ": " + util::JoinCut(c.tensors, max_names);
 }
 
 }  // namespace hubload

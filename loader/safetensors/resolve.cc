@@ -1,4 +1,5 @@
 // Weight-file resolution (loading-semantics.md section A). Torch-free.
+#include "util/text.h"
 #include "hubload/resolve.h"
 
 #include <algorithm>
@@ -234,7 +235,7 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved, con
   if (!missing.empty()) {
     Status st(Code::kNotFound,
               "index '" + resolved.weights_file + "' names " + std::to_string(missing.size()) +
-                  " shard(s) that are not present: " + JoinList(missing),
+                  " shard(s) that are not present: " + util::JoinCut(missing),
               "MissingShards");
     st.mutable_context().file = missing.front();
     return st;

@@ -183,5 +183,17 @@ TEST(Text, TrimBlanksAndDigits) {
   EXPECT_FALSE(AllDigits("-1"));
 }
 
+// Long lists in one-line errors: the first N, then the count of the rest.
+TEST(JoinCut, FirstItemsThenTheCountOfTheRest) {
+  std::vector<std::string> v;
+  for (int i = 1; i <= 162; ++i) v.push_back("s" + std::to_string(i));
+  EXPECT_EQ(JoinCut(v, 3), "s1, s2, s3 ... and 159 more");
+  EXPECT_EQ(JoinCut({"a", "b"}, 3), "a, b");
+  EXPECT_EQ(JoinCut({"a", "b", "c"}, 3), "a, b, c");
+  EXPECT_EQ(JoinCut({"a", "b"}, 0), "a, b");
+  EXPECT_EQ(JoinCut({}, 3), "");
+  EXPECT_EQ(JoinCut(v).size(), std::string("s1, s2, s3, s4, s5, s6, s7, s8, s9, s10 ... and 152 more").size());
+}
+
 }  // namespace
 }  // namespace hubload::util
