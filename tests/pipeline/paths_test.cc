@@ -270,7 +270,8 @@ TEST(EveryPath, HubUnreachableLoadsTheCachedSnapshot) {
 // path refuses them with one reason before anything is downloaded.
 TEST(EveryPath, PickleWeightsAreReadOrRefusedWithOneReason) {
   TempDir src;
-  WriteText(src.path() / "pytorch_model.bin", std::string("PK\x03\x04 not really a zip", 24));
+  constexpr char kNotAZip[] = "PK\x03\x04 not really a zip";
+  WriteText(src.path() / "pytorch_model.bin", std::string(kNotAZip, sizeof kNotAZip - 1));
   WriteText(src.path() / "config.json", "{}");
   ServedStore store;
   ASSERT_TRUE(store.ok());
