@@ -324,14 +324,14 @@ int main(int argc, char** argv) {
     uint64_t buffer;
     int buffers;
     ReaderKind reader;
-    std::optional<Dtype> target;
+    hubload::TargetDtype target;
   };
   const Variant variants[] = {
-      {"(b)   pread, ring 8 x 16 MiB (default)", 16ull << 20, 8, ReaderKind::kPread, std::nullopt},
-      {"(b)   pread, ring 4 x 64 MiB", 64ull << 20, 4, ReaderKind::kPread, std::nullopt},
-      {"(b')  4-thread pread per piece, 8 x 16 MiB", 16ull << 20, 8, ReaderKind::kParallelPread, std::nullopt},
-      {"(b')  no-op reader (ring + streams only)", 16ull << 20, 8, ReaderKind::kNoop, std::nullopt},
-      {"(b'') pread + BF16->F32 on the GPU", 16ull << 20, 8, ReaderKind::kPread, Dtype::F32},
+      {"(b)   pread, ring 8 x 16 MiB (default)", 16ull << 20, 8, ReaderKind::kPread, hubload::TargetDtype::kAuto},
+      {"(b)   pread, ring 4 x 64 MiB", 64ull << 20, 4, ReaderKind::kPread, hubload::TargetDtype::kAuto},
+      {"(b')  4-thread pread per piece, 8 x 16 MiB", 16ull << 20, 8, ReaderKind::kParallelPread, hubload::TargetDtype::kAuto},
+      {"(b')  no-op reader (ring + streams only)", 16ull << 20, 8, ReaderKind::kNoop, hubload::TargetDtype::kAuto},
+      {"(b'') pread + BF16->F32 on the GPU", 16ull << 20, 8, ReaderKind::kPread, hubload::TargetDtype::kF32},
   };
   std::printf("\n%-46s %9s %9s %8s %8s %8s %7s\n", "load phase from the warm page cache", "time s", "GB/s",
               "x pinned", "read s", "wait s", "waits");
@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
     std::vector<double> times;
     LoadRun best;
     for (int r = 0; r < runs + 1; ++r) {  // first run: warm-up
-      const bool verify = !verified && v.reader == ReaderKind::kPread && !v.target && r == 0;
+      const bool verify = !verified && v.reader == ReaderKind::kPread && v.target == hubload::TargetDtype::kAuto && r == 0;
       LoadRun run = LoadAll(backend, files, opt, v.reader, verify);
       verified = verified || run.verified;
       if (r == 0) continue;

@@ -19,7 +19,9 @@
 // downloaded over the same link T1 vs the overlapped run's time to first
 // tensor (goal <= 1.05x).
 // Uncapped: network floor = N parallel GETs into memory with the same
-// transport; end-to-end overlapped load into tensors (goal <= 1.5x).
+// transport; end-to-end overlapped load into tensors (goal <= 1.5x), also with
+// dtype auto (zero-copy views, no conversion); the CPU seconds of each, so
+// the CPU-bound time (CPU / cores) shows what the cores allow.
 // Memory: a K-shard model loaded in a child process; its peak RSS against
 // tensor bytes + in-flight shards + 64 MiB.
 // Medians over R runs. Timing only: nothing here is a pass/fail test.
@@ -35,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +53,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// User + system CPU seconds of this process so far (every thread).
+double CpuSeconds() {
+  struct rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -124,7 +135,7 @@ uint64_t PeakRss() { return StatusKb("VmHWM:"); }
 
 struct Shape {
   const char* name;
-  double t_seq = 0, t_ovl = 0, d = 0, l = 0, e = 0, ttft = 0, t1 = 0;
+  double t_seq = 0, t_ovl = 0, d = 0, l = 0, e = 0, ttft = 0, t1 = 0, d_ovl = 0;
 };
 
 }  // namespace
@@ -171,10 +182,11 @@ int main(int argc, char** argv) {
     fs::remove_all(c, ec);
   };
   const bool verbose = std::getenv("PIPELINE_BENCH_VERBOSE") != nullptr;
-  auto run_load = [&](bool overlap) {
+  auto run_load = [&](bool overlap, hubload::TargetDtype dtype = hubload::TargetDtype::kF32) {
     std::string c = fresh_cache();
     hubload::PretrainedRequest r = req;
     r.overlap = overlap;
+    r.load.dtype = dtype;
     const auto t0 = Clock::now();
     hubload::PretrainedCallbacks cb;
     cb.on_tensor = [&](const std::string&, at::Tensor) { return hubload::Status::Ok(); };
@@ -207,7 +219,7 @@ int main(int argc, char** argv) {
     return t;
   };
   auto measure = [&](Shape* sh) {
-    std::vector<double> tseq, tovl, dseq, lseq, ttft, t1;
+    std::vector<double> tseq, tovl, dseq, lseq, ttft, t1, dovl;
     for (int i = 0; i < runs; ++i) {
       auto s = run_load(false);
       tseq.push_back(s.timings.total_s);
@@ -215,11 +227,13 @@ int main(int argc, char** argv) {
       lseq.push_back(s.timings.total_s - s.timings.download_s);
       auto o = run_load(true);
       tovl.push_back(o.timings.total_s);
+      dovl.push_back(o.timings.download_s);
       ttft.push_back(o.timings.time_to_first_tensor_s);
       t1.push_back(first_alone());
     }
     sh->t_seq = Median(tseq);
     sh->t_ovl = Median(tovl);
+    sh->d_ovl = Median(dovl);
     sh->d = Median(dseq);
     sh->l = Median(lseq);
     sh->e = (sh->d + sh->l - sh->t_ovl) / std::max(1e-9, std::min(sh->d, sh->l));
@@ -227,10 +241,12 @@ int main(int argc, char** argv) {
     sh->t1 = Median(t1);
   };
 
-  // Uncapped: network floor and end-to-end.
-  std::vector<double> floor_s, e2e_s;
+  // Uncapped: network floor and end-to-end, with the CPU time each takes
+  // (getrusage of this process: client, loader and the in-process server).
+  std::vector<double> floor_s, e2e_s, e2e_auto_s, floor_cpu, e2e_cpu, e2e_auto_cpu;
   auto transport = hubload::MakeCurlTransport();
   for (int i = 0; i < runs; ++i) {
+    double c0 = CpuSeconds();
     auto t0 = Clock::now();
     std::vector<std::thread> th;
     for (int s = 0; s < shards; ++s)
@@ -245,9 +261,16 @@ int main(int argc, char** argv) {
       });
     for (auto& t : th) t.join();
     floor_s.push_back(Since(t0));
+    floor_cpu.push_back(CpuSeconds() - c0);
+    c0 = CpuSeconds();
     e2e_s.push_back(run_load(true).timings.total_s);
+    e2e_cpu.push_back(CpuSeconds() - c0);
+    c0 = CpuSeconds();
+    e2e_auto_s.push_back(run_load(true, hubload::TargetDtype::kAuto).timings.total_s);
+    e2e_auto_cpu.push_back(CpuSeconds() - c0);
   }
-  const double floor_t = Median(floor_s), e2e_t = Median(e2e_s);
+  const double floor_t = Median(floor_s), e2e_t = Median(e2e_s), e2e_auto_t = Median(e2e_auto_s);
+  const double cores = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
 
   Shape total{"one link shared by all connections"}, per{"a cap per connection"};
   srv.faults().SetTotalBandwidthBytesPerSec(link);
@@ -261,7 +284,7 @@ int main(int argc, char** argv) {
   for (const Shape* sh : {&total, &per}) {
     std::printf("%s, %.0f MB/s:\n", sh->name, link_mbps);
     std::printf("  sequential T_seq (D=%.3f, L=%.3f)   : %.3f s\n", sh->d, sh->l, sh->t_seq);
-    std::printf("  overlapped T_ovl                     : %.3f s\n", sh->t_ovl);
+    std::printf("  overlapped T_ovl (its download %.3f) : %.3f s\n", sh->d_ovl, sh->t_ovl);
     std::printf("  overlap efficiency E                 : %.2f  (goal >= 0.9)\n", sh->e);
     std::printf("  first shard alone T1                 : %.3f s\n", sh->t1);
     std::printf("  time to first tensor TTFT            : %.3f s  ratio TTFT/T1 = %.2f (goal <= 1.05)\n", sh->ttft,
@@ -270,6 +293,12 @@ int main(int argc, char** argv) {
   std::printf("uncapped network floor (GET->memory)   : %.3f s (%.0f MB/s)\n", floor_t, total_bytes / floor_t / 1e6);
   std::printf("uncapped end-to-end into tensors       : %.3f s  ratio = %.2f x floor (goal <= 1.5)\n", e2e_t,
               e2e_t / floor_t);
+  std::printf("uncapped end-to-end, dtype auto (views): %.3f s  ratio = %.2f x floor\n", e2e_auto_t,
+              e2e_auto_t / floor_t);
+  std::printf("  CPU seconds (process, %.0f cores)      : floor %.3f, fp32 %.3f, auto %.3f; CPU-bound time\n"
+              "  (CPU / cores) fp32 %.3f s = %.2f x floor, auto %.3f s = %.2f x floor\n",
+              cores, Median(floor_cpu), Median(e2e_cpu), Median(e2e_auto_cpu), Median(e2e_cpu) / cores,
+              Median(e2e_cpu) / cores / floor_t, Median(e2e_auto_cpu) / cores, Median(e2e_auto_cpu) / cores / floor_t);
 
   // Memory: a many-shard model loaded in a child (its own peak RSS).
   if (rss_shards > 0) {

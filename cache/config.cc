@@ -62,6 +62,19 @@ HubConfig HubConfig::FromEnvironment() {
   std::string cache = Env("HF_HUB_CACHE");
   c.cache_dir = StripTrailingSlash(cache.empty() ? HfHome() + "/hub" : cache);
   c.offline = IsTrue(Env("HF_HUB_OFFLINE"));
+  auto seconds = [&c](const char* name, double* out) {
+    const std::string v = Env(name);
+    if (v.empty()) return;
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (!end || *end != '\0' || !(x > 0) || x > 1e6) {
+      c.environment_errors.push_back(std::string(name) + "='" + v + "' is not a positive number of seconds");
+      return;
+    }
+    *out = x;
+  };
+  seconds("HF_HUB_ETAG_TIMEOUT", &c.etag_timeout_s);
+  seconds("HF_HUB_DOWNLOAD_TIMEOUT", &c.download_timeout_s);
   return c;
 }
 

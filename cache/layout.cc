@@ -9,7 +9,6 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -87,15 +86,34 @@ std::string RepoCache::LockPath(std::string_view etag) const {
   return cache_dir_ + "/.locks/" + RepoFolderName(repo_id_, type_) + "/" + std::string(etag) + ".lock";
 }
 
-std::optional<std::string> RepoCache::ReadRef(std::string_view revision) const {
-  if (!ValidateRevision(revision).ok()) return std::nullopt;
-  std::ifstream in(RefPath(revision));
-  if (!in) return std::nullopt;
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+Result<std::optional<std::string>> RepoCache::ReadRefChecked(std::string_view revision) const {
+  if (!ValidateRevision(revision).ok()) return std::optional<std::string>();
+  const std::string path = RefPath(revision);
+  auto corrupt = [&](const std::string& why) {
+    ErrorContext ctx;
+    ctx.file = path;
+    ctx.revision = std::string(revision);
+    return Status(Code::kInvalidFormat, "the ref file " + path + " is corrupt: " + why, "CorruptRef", ctx);
+  };
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return std::optional<std::string>();
+    return corrupt(std::strerror(errno));  // ELOOP, EACCES on the way, ...
+  }
+  if (S_ISDIR(st.st_mode)) return std::optional<std::string>();
+  // A ref is 40 hex characters (huggingface_hub writes no newline; whitespace is tolerated).
+  auto text = util::ReadSmallFile(path, 4096);
+  if (!text.ok()) return corrupt(text.status().message());
+  std::string s = std::move(*text);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.erase(s.begin());
-  if (!IsCommitHash(s)) return std::nullopt;
-  return s;
+  if (!IsCommitHash(s)) return corrupt("it does not hold a 40-hex commit");
+  return std::optional<std::string>(std::move(s));
+}
+
+std::optional<std::string> RepoCache::ReadRef(std::string_view revision) const {
+  auto r = ReadRefChecked(revision);
+  return r.ok() ? std::move(*r) : std::nullopt;
 }
 
 Status RepoCache::WriteRef(std::string_view revision, std::string_view commit) const {
@@ -181,6 +199,17 @@ Result<std::string> RepoCache::LinkSnapshot(std::string_view commit, std::string
   return pointer;
 }
 
+namespace {
+// What huggingface_hub writes at .no_exist/<commit>/<path>: an empty regular file.
+enum class NoExistEntry { kAbsent, kMarker, kFolder, kOther };
+NoExistEntry InspectNoExist(const std::string& path, struct stat* st) {
+  if (::lstat(path.c_str(), st) != 0) return NoExistEntry::kAbsent;
+  if (S_ISDIR(st->st_mode)) return NoExistEntry::kFolder;
+  if (S_ISREG(st->st_mode) && st->st_size == 0) return NoExistEntry::kMarker;
+  return NoExistEntry::kOther;
+}
+}  // namespace
+
 Status RepoCache::MarkNoExist(std::string_view commit, std::string_view p) const {
   HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(p));
   if (!IsCommitHash(commit)) return Status::Ok();
@@ -188,7 +217,10 @@ Status RepoCache::MarkNoExist(std::string_view commit, std::string_view p) const
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec) return util::IoError("cannot create .no_exist folder for", path, ec.value());
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  struct stat st;
+  // A wrong entry (a symlink, a non-empty file) is replaced, never written through.
+  if (InspectNoExist(path, &st) == NoExistEntry::kOther) ::unlink(path.c_str());
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return util::IoError("cannot create", path, errno);
   ::close(fd);
   return Status::Ok();
@@ -196,8 +228,19 @@ Status RepoCache::MarkNoExist(std::string_view commit, std::string_view p) const
 
 bool RepoCache::IsMarkedNoExist(std::string_view commit, std::string_view p) const {
   if (!IsCommitHash(commit) || !ValidateRepoPath(p).ok()) return false;
+  const std::string path = NoExistPath(commit, p);
   struct stat st;
-  return ::stat(NoExistPath(commit, p).c_str(), &st) == 0;
+  switch (InspectNoExist(path, &st)) {
+    case NoExistEntry::kMarker: return true;
+    case NoExistEntry::kAbsent:
+    case NoExistEntry::kFolder: return false;  // a folder: markers of paths below it, not of this one
+    case NoExistEntry::kOther: break;
+  }
+  spdlog::warn("ignoring the .no_exist entry {}: not the empty file huggingface_hub writes ({})", path,
+               S_ISLNK(st.st_mode) ? "a symlink"
+               : S_ISREG(st.st_mode) ? std::to_string(st.st_size) + " bytes"
+                                      : "not a regular file");
+  return false;
 }
 
 }  // namespace hubload

@@ -1,15 +1,20 @@
 // RangedBlobWriter: one blob filled by parallel byte ranges with pwrite(),
 // a per-chunk journal behind the data for resume, and a sha256 that follows
-// the contiguous written prefix as it grows (see hubload/cache.h).
+// the contiguous written prefix as it grows (see hubload/cache.h): the bytes
+// that extend the prefix are hashed from memory by the connection that wrote
+// them; chunks written ahead of it are read back and hashed by the writer's
+// hasher thread, off the connection threads.
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "cache/util.h"
@@ -55,11 +60,51 @@ struct RangedBlobWriter::Impl {
   util::Digest sha;  // sha256 of the contiguous prefix [0, cursor)
   uint64_t cursor = 0;
   std::vector<char> scratch;
+  Status hash_error;  // the hasher's first failure (guarded by hash_mu)
+  // The hasher thread: woken after every write, it hashes what is contiguous
+  // on disk past the cursor (reading it back from the page cache).
+  std::thread hasher;
+  std::mutex wake_mu;
+  std::condition_variable wake_cv;
+  bool wake = false, stop = false;  // guarded by wake_mu
   // Chunks [0, contiguous_hint) are known complete on disk (contiguous_bytes()).
   mutable std::atomic<size_t> contiguous_hint{0};
 
   ~Impl() {
+    StopHasher();
     if (fd >= 0) ::close(fd);
+  }
+  void StartHasher(const std::string& path) {
+    hasher = std::thread([this, path] {
+      while (true) {
+        {
+          std::unique_lock<std::mutex> l(wake_mu);
+          wake_cv.wait(l, [this] { return wake || stop; });
+          if (stop) return;
+          wake = false;
+        }
+        std::lock_guard<std::mutex> l(hash_mu);
+        Status st = AdvanceLocked(path);
+        if (!st.ok() && hash_error.ok()) hash_error = st;
+      }
+    });
+  }
+  void Wake() {
+    {
+      std::lock_guard<std::mutex> l(wake_mu);
+      wake = true;
+    }
+    wake_cv.notify_one();
+  }
+  // Stops the hasher (what it has not hashed yet stays for AdvanceLocked).
+  void StopHasher() {
+    if (!hasher.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(wake_mu);
+      stop = true;
+    }
+    wake_cv.notify_one();
+    hasher.join();
   }
   uint64_t Begin(size_t k) const { return static_cast<uint64_t>(k) * opt.chunk_bytes; }
   uint64_t End(size_t k) const { return std::min(opt.size, Begin(k) + opt.chunk_bytes); }
@@ -76,6 +121,7 @@ struct RangedBlobWriter::Impl {
   // that holds anything is replaced by a NEW file (new inode), never truncated
   // in place: a reader of the old one never sees its bytes change.
   Status Reset(const std::string& path) {
+    std::lock_guard<std::mutex> hash_lock(hash_mu);  // the hasher reads through fd
     struct stat st;
     if (::fstat(fd, &st) != 0) return util::IoError("cannot stat", path, errno);
     if (st.st_size > 0) {
@@ -93,9 +139,9 @@ struct RangedBlobWriter::Impl {
       chunks[k].received = 0;
       chunks[k].buf.clear();
     }
-    std::lock_guard<std::mutex> l(hash_mu);
     sha.Reset();
     cursor = 0;
+    hash_error = Status::Ok();
     return WriteTrailerHead(path);
   }
   // Reads back the journal of an earlier run; false when it does not fit.
@@ -138,30 +184,35 @@ struct RangedBlobWriter::Impl {
     }
     return Status::Ok();
   }
-  Status Flush(size_t k, const std::string& path) {
+  // Writes `len` bytes at the end of chunk k's written part, records them in
+  // the journal, hashes them from memory when they extend the hashed prefix
+  // (else the hasher reads them back later) and wakes the hasher.
+  Status Write(size_t k, const char* p, size_t len, const std::string& path) {
     Chunk& c = chunks[k];
-    if (c.buf.empty()) return Status::Ok();
     uint64_t off = Begin(k) + c.flushed.load(std::memory_order_relaxed);
-    HUBLOAD_RETURN_IF_ERROR(PwriteAll(fd, c.buf.data(), c.buf.size(), off, path));
-    uint64_t now = c.flushed.load(std::memory_order_relaxed) + c.buf.size();
+    HUBLOAD_RETURN_IF_ERROR(PwriteAll(fd, p, len, off, path));
+    uint64_t now = c.flushed.load(std::memory_order_relaxed) + len;
     c.flushed.store(now, std::memory_order_release);
     unsigned char le[8];
     PutLe64(le, now);
     // Journal after data: a run killed in between re-fetches this buffer only.
     HUBLOAD_RETURN_IF_ERROR(PwriteAll(fd, le, 8, opt.size + kTrailerHead + 8 * k, path));
-    Status st;
     {
       std::unique_lock<std::mutex> l(hash_mu, std::try_to_lock);
-      if (l.owns_lock()) {
-        if (cursor == off) {  // the next bytes of the hash: take them from memory
-          sha.Update(c.buf.data(), c.buf.size());
-          cursor += c.buf.size();
-        }
-        st = AdvanceLocked(path);
+      if (l.owns_lock() && cursor == off) {  // the next bytes of the hash: take them from memory
+        sha.Update(p, len);
+        cursor += len;
       }
     }
+    Wake();  // chunks written ahead may now be contiguous
+    return Status::Ok();
+  }
+  Status Flush(size_t k, const std::string& path) {
+    Chunk& c = chunks[k];
+    if (c.buf.empty()) return Status::Ok();
+    HUBLOAD_RETURN_IF_ERROR(Write(k, c.buf.data(), c.buf.size(), path));
     c.buf.clear();
-    return st;
+    return Status::Ok();
   }
 };
 
@@ -202,8 +253,9 @@ Result<std::unique_ptr<RangedBlobWriter>> RangedBlobWriter::OpenPaths(std::strin
   if (im.fd < 0) return util::IoError("cannot open partial download", w->partial_path_, errno);
   struct stat st;
   if (::fstat(im.fd, &st) != 0) return util::IoError("cannot stat", w->partial_path_, errno);
-  if (im.opt.resume && im.LoadJournal(static_cast<uint64_t>(st.st_size))) return w;
-  HUBLOAD_RETURN_IF_ERROR(im.Reset(w->partial_path_));
+  if (!im.opt.resume || !im.LoadJournal(static_cast<uint64_t>(st.st_size)))
+    HUBLOAD_RETURN_IF_ERROR(im.Reset(w->partial_path_));
+  im.StartHasher(w->partial_path_);
   return w;
 }
 
@@ -211,6 +263,7 @@ RangedBlobWriter::~RangedBlobWriter() {
   // Keep what was received: the journal makes it resumable.
   if (impl_ && impl_->fd >= 0)
     for (size_t k = 0; k < impl_->n; ++k) (void)impl_->Flush(k, partial_path_);
+  if (impl_) impl_->StopHasher();
 }
 
 size_t RangedBlobWriter::num_chunks() const { return impl_->n; }
@@ -229,12 +282,17 @@ Status RangedBlobWriter::Append(size_t k, const char* data, size_t n) {
     return Status(Code::kInvalidArgument, "chunk " + std::to_string(k) + " out of range for " + im.label,
                   "BadChunk", cache_internal::FileCtx(partial_path_));
   Impl::Chunk& c = im.chunks[k];
-  uint64_t got = c.received.load(std::memory_order_relaxed);
+  const uint64_t got = c.received.load(std::memory_order_relaxed);
   if (got + n > im.End(k) - im.Begin(k))
     return Status(Code::kCorruptDownload,
                   "received more bytes than chunk " + std::to_string(k) + " of " + im.label + " holds (bytes " +
                       std::to_string(im.Begin(k)) + "-" + std::to_string(im.End(k) - 1) + ")",
                   std::string(reason::kSizeMismatch), cache_internal::FileCtx(partial_path_));
+  if (c.buf.empty() && n >= kFlushBytes) {  // a large piece is written as it is, not copied into the buffer
+    HUBLOAD_RETURN_IF_ERROR(im.Write(k, data, n, partial_path_));
+    c.received.fetch_add(n, std::memory_order_relaxed);
+    return Status::Ok();
+  }
   while (n > 0) {
     if (c.buf.capacity() == 0) c.buf.reserve(kFlushBytes);
     size_t take = std::min(n, kFlushBytes - c.buf.size());
@@ -279,9 +337,11 @@ Result<std::string> RangedBlobWriter::Commit() {
                         std::to_string(im.End(k) - 1) + " (partial kept for resuming)",
                     std::string(reason::kSizeMismatch), ctx);
   }
+  im.StopHasher();  // what it has not hashed yet is hashed here
   std::string got;
   {
     std::lock_guard<std::mutex> l(im.hash_mu);
+    HUBLOAD_RETURN_IF_ERROR(im.hash_error);
     HUBLOAD_RETURN_IF_ERROR(im.AdvanceLocked(partial_path_));
     got = im.sha.HexDigest();
   }
@@ -305,6 +365,7 @@ Result<std::string> RangedBlobWriter::Commit() {
 
 void RangedBlobWriter::Discard() {
   Impl& im = *impl_;
+  im.StopHasher();
   for (size_t k = 0; k < im.n; ++k) im.chunks[k].buf.clear();
   ::unlink(partial_path_.c_str());
   if (im.fd >= 0) ::close(im.fd);

@@ -8,6 +8,7 @@
 
 #include "cache/util.h"
 #include "hubload/reasons.h"
+#include "util/utf8.h"
 
 namespace hubload {
 namespace {
@@ -70,11 +71,12 @@ Status ValidateRepoId(std::string_view repo_id) {
 }
 
 Status ValidateRepoPath(std::string_view path) {
+  const bool utf8 = util::IsValidUtf8(path);
   auto fail = [&](std::string_view why, const std::string& rule) {
     std::string shown;
     for (char c : path.substr(0, 512)) {
       unsigned char u = static_cast<unsigned char>(c);
-      if (u < 0x20 || u == 0x7f) {
+      if (u < 0x20 || u == 0x7f || (!utf8 && u >= 0x80)) {
         char buf[8];
         std::snprintf(buf, sizeof buf, "\\x%02x", u);
         shown += buf;
@@ -88,6 +90,7 @@ Status ValidateRepoPath(std::string_view path) {
   };
   auto bad = [&](const std::string& rule) { return fail(reason::kUnsafePath, rule); };
   if (path.empty()) return bad("empty name");
+  if (!utf8) return bad("not valid UTF-8 (Hub paths are JSON strings)");
   if (path.size() > kMaxPathBytes) return bad("longer than " + std::to_string(kMaxPathBytes) + " bytes");
   for (char c : path) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return bad("control character");

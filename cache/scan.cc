@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -52,6 +53,21 @@ uint64_t AllocatedBytes(const struct stat& st) {
 
 double Seconds(const struct timespec& t) {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// The default of `hubload cache prune --min-age-s` (tools/hubload/cmd_cache.cc), named in the warning below.
+constexpr double kPruneDefaultMinAgeS = 3600;
+
+// The scan's warning for a partial no download holds: its size, its age and when prune takes it.
+std::string StrayPartialWarning(const std::string& path, uint64_t bytes, double mtime_s) {
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double age = std::max(0.0, now - mtime_s);
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                " (%llu bytes, modified %.0f s ago; `hubload cache prune` removes partials not modified for "
+                "--min-age-s, %.0f s by default)",
+                static_cast<unsigned long long>(bytes), age, kPruneDefaultMinAgeS);
+  return "stray partial download " + path + buf;
 }
 
 // True when a live download holds the partial's lock (.locks/<folder>/<etag>.lock
@@ -140,8 +156,7 @@ Result<CachedRepo> ScanRepo(const std::string& cache_dir, const std::string& fol
       std::string etag = name.substr(0, name.find('.'));
       if (name.size() > 11 && name.compare(name.size() - 11, 11, ".incomplete") == 0 && !etag.empty() &&
           !PartialInUse(rc.LockPath(etag)))
-        warnings->push_back("stray partial download " + e.path().string() + " (" + std::to_string(sz) +
-                            " bytes; `hubload cache prune` removes it)");
+        warnings->push_back(StrayPartialWarning(e.path().string(), sz, Seconds(pst.st_mtim)));
     } else {
       blob_sizes[name] = sz;
     }
@@ -297,8 +312,6 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
     }
     fs::remove_all(target->snapshot_path, ec);
     if (ec) return util::IoError("cannot remove", target->snapshot_path, ec.value());
-    fs::remove_all(rc.repo_dir() + "/.no_exist/" + commit, ec);
-    fs::remove(cache_internal::TreeCachePath(rc, commit), ec);
     rep.deleted_snapshots.push_back(commit);
     for (auto& b : mine) {
       if (still_used.count(b)) continue;
@@ -311,6 +324,10 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
       }
     }
   }
+  // The commit's tree listing and .no_exist markers go with it, also for a ref
+  // that had no snapshot (a listing or a dry run wrote them).
+  fs::remove_all(rc.repo_dir() + "/.no_exist/" + commit, ec);
+  fs::remove(cache_internal::TreeCachePath(rc, commit), ec);
   // Nothing left: drop the folder.
   auto after = ScanRepo(cache_dir, RepoFolderName(repo_id, type), type, std::string(repo_id), &warnings);
   if (after.ok() && after->revisions.empty() && after->refs.empty()) {

@@ -76,7 +76,7 @@ Status WriteTreeCache(const RepoCache& rc, const std::string& commit, const std:
     out[f.path] = std::move(e);
   }
   nlohmann::json doc = {{"format_version", 1}, {"files", std::move(out)}};
-  return WriteCreatingCache(rc.cache_dir(), [&] { return util::AtomicWriteFile(TreeCachePath(rc, commit), doc.dump()); });
+  return WriteCreatingCache(rc.cache_dir(), [&] { return util::AtomicWriteFile(TreeCachePath(rc, commit), util::DumpJson(doc)); });
 }
 
 Result<std::vector<TreeEntry>> ListSnapshotFolder(const RepoCache& rc, const std::string& commit) {

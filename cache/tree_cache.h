@@ -4,7 +4,9 @@
 //    "blob_id", "lfs_sha256"?, "lfs_size"?}}}. Untrusted (other tools write
 //    it): a file that does not parse, has a wrong type anywhere or an unsafe
 //    path is ignored with one warning naming the file (the caller fetches
-//    the tree again and rewrites it).
+//    the tree again and rewrites it). This is huggingface_hub's behaviour
+//    (_read_tree_cache_from_disk: warning, None); offline the caller lists
+//    the snapshot folder instead and cannot tell an incomplete snapshot.
 //  - the snapshot folder: a listing from its entries (sizes from the blobs,
 //    blob names from the symlink targets), for offline use.
 // Thread safety: free functions; writes replace the file atomically.

@@ -12,32 +12,34 @@
 namespace hubload {
 namespace fs = std::filesystem;
 
-Result<VerifyReport> VerifyFolder(const std::string& folder, const std::vector<ExpectedFile>& expected) {
+Result<VerifyReport> VerifyFolder(const std::string& folder, const std::vector<ExpectedFile>& expected,
+                                  const VerifyProgressCallback& on_progress) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
     return Status(Code::kNotFound, "folder " + folder + " to verify does not exist", "NotCached",
                   cache_internal::FileCtx(folder));
   VerifyReport rep;
   std::set<std::string> listed;
-  for (const auto& e : expected) {
-    HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(e.path));
-    listed.insert(e.path);
-    const std::string local = folder + "/" + e.path;
+  VerifyProgress prog;
+  prog.files_total = expected.size();
+  for (const auto& e : expected) prog.bytes_total += e.size;
+  // One listed file: sorted into `rep`; the hash reports its blocks through on_block.
+  auto check = [&rep](const ExpectedFile& e, const std::string& local, const util::HashedBytesCallback& on_block) {
     struct stat st;
     if (::stat(local.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
       rep.missing.push_back(e.path);
-      continue;
+      return;
     }
     if (static_cast<uint64_t>(st.st_size) != e.size) {
       rep.mismatched.push_back(e.path + ": size " + std::to_string(st.st_size) + " bytes, the listing says " +
                                std::to_string(e.size));
-      continue;
+      return;
     }
     const bool lfs = !e.lfs_sha256.empty();
-    auto got = lfs ? util::Sha256File(local) : util::GitBlobIdOfFile(local);
+    auto got = lfs ? util::Sha256File(local, on_block) : util::GitBlobIdOfFile(local, on_block);
     if (!got.ok()) {
       rep.missing.push_back(e.path);
-      continue;
+      return;
     }
     const std::string& want = lfs ? e.lfs_sha256 : e.blob_id;
     if (want.empty()) {
@@ -47,6 +49,27 @@ Result<VerifyReport> VerifyFolder(const std::string& folder, const std::vector<E
     } else {
       rep.verified.push_back(e.path);
     }
+  };
+  for (const auto& e : expected) {
+    HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(e.path));
+    listed.insert(e.path);
+    prog.path = e.path;
+    prog.file_bytes_total = e.size;
+    prog.file_bytes_done = 0;
+    const uint64_t before = prog.bytes_done;
+    util::HashedBytesCallback on_block;
+    if (on_progress)
+      on_block = [&](uint64_t n) {
+        prog.file_bytes_done = n;
+        prog.bytes_done = before + n;
+        on_progress(prog);
+      };
+    check(e, folder + "/" + e.path, on_block);
+    // Each listed file ends with one call, whatever was found (absent files count as done).
+    prog.file_bytes_done = e.size;
+    prog.bytes_done = before + e.size;
+    ++prog.files_done;
+    if (on_progress) on_progress(prog);
   }
   const fs::path root(folder);
   for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();

@@ -49,7 +49,7 @@ Status ParseLfsObject(const JsonIn& o, LfsBatchObject* out) {
       out->error_code = code.value_or(0);
       HUBLOAD_ASSIGN_OR_RETURN(out->error_message, err->StringOr("message", ""));
     }
-    if (out->error_message.empty()) out->error_message = err->raw().dump();
+    if (out->error_message.empty()) out->error_message = util::DumpJson(err->raw());
     return Status::Ok();
   }
   HUBLOAD_ASSIGN_OR_RETURN(auto actions, o.OptObject("actions"));

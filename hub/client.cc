@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "hub/errors.h"
 #include "cache/tree_cache.h"
 #include "hub/answers.h"
 #include "hub/file_metadata.h"
@@ -17,6 +18,7 @@
 #include "hub/upload/upload_internal.h"
 #include "hubload/hub.h"
 #include "hubload/reasons.h"
+#include "util/file_io.h"
 
 namespace hubload {
 namespace fs = std::filesystem;
@@ -60,7 +62,8 @@ struct HubClient::Impl : Session {
   }
 
   // One file whose preparation is `prepare`; returns its local path.
-  Result<std::string> RunOne(const std::string& path, const ErrorContext& ctx,
+  // `cb`: FileRequest::callbacks (on_file_done left out: the path is the result).
+  Result<std::string> RunOne(const std::string& path, const ErrorContext& ctx, DownloadCallbacks cb,
                              std::function<Result<hub_internal::PreparedFile>()> prepare) const {
     FileWork w;
     w.path = path;
@@ -68,16 +71,26 @@ struct HubClient::Impl : Session {
     w.prepare = std::move(prepare);
     std::vector<FileWork> v;
     v.push_back(std::move(w));
-    auto out = hub_internal::RunDownloads(*this, std::move(v), DownloadCallbacks{}, opt.max_workers);
+    cb.on_file_done = nullptr;
+    auto out = hub_internal::RunDownloads(*this, std::move(v), cb, opt.max_workers);
     if (!out.status.ok()) return out.status;
     return out.local_paths[0];
   }
 
-  // " (refs/<rev> exists but is corrupt ...)" when that is why a ref is unknown.
+  // " (the ref file refs/<rev> is corrupt: ...)" when that is why a ref is unknown.
   static std::string RefProblem(const RepoCache& rc, const std::string& rev) {
-    std::error_code ec;
-    if (IsCommitHash(rev) || rc.ReadRef(rev) || !fs::exists(rc.RefPath(rev), ec)) return {};
-    return " (the ref file " + rc.RefPath(rev) + " is corrupt: it does not hold a 40-hex commit)";
+    if (IsCommitHash(rev)) return {};
+    auto r = rc.ReadRefChecked(rev);
+    return r.ok() ? std::string() : " (" + r.status().message() + ")";
+  }
+  // Online: the commit refs/<rev> holds. A corrupt ref is ignored with one
+  // warning naming the file; it is rewritten when the Hub answers.
+  static std::optional<std::string> LocalCommitOnline(const RepoCache& rc, const std::string& rev) {
+    if (IsCommitHash(rev)) return rev;
+    auto r = rc.ReadRefChecked(rev);
+    if (r.ok()) return *r;
+    spdlog::warn("{}; ignoring it (it is written again from the Hub's answer)", r.status().message());
+    return std::nullopt;
   }
   Status RefMiss(const RepoCache& rc, const std::string& rev, const std::string& what) const {
     Status s = OfflineMiss(rc, rev, what);
@@ -85,10 +98,11 @@ struct HubClient::Impl : Session {
     return why.empty() ? s : Status(s.code(), s.message() + why, s.reason(), s.context());
   }
 
-  // The commit whose snapshot folder the cache holds for `rev`.
-  static std::optional<std::string> CachedSnapshot(const RepoCache& rc, const std::string& rev) {
+  // The commit whose snapshot folder the cache holds for `rev` (`online`: a
+  // corrupt ref is warned about, LocalCommitOnline).
+  static std::optional<std::string> CachedSnapshot(const RepoCache& rc, const std::string& rev, bool online = false) {
     if (rc.cache_dir().empty()) return std::nullopt;
-    auto c = rc.LocalCommit(rev);
+    auto c = online ? LocalCommitOnline(rc, rev) : rc.LocalCommit(rev);
     std::error_code ec;
     if (!c || !fs::is_directory(rc.SnapshotDir(*c), ec)) return std::nullopt;
     return c;
@@ -113,7 +127,7 @@ struct HubClient::Impl : Session {
       if (auto c = rc.ReadRef(rev)) return *c;
       return RefMiss(rc, rev, "ref");
     }
-    std::optional<std::string> cached = CachedSnapshot(rc, rev);
+    std::optional<std::string> cached = CachedSnapshot(rc, rev, /*online=*/true);
     if (cached && can_answer && !can_answer(*cached)) cached.reset();
     std::string url = ApiUrl(rc.repo_type(), rc.repo_id(), "/revision/" + EncodeRevision(rev));
     auto j = GetJson(url, ctx, nullptr, cached ? 0 : -1);
@@ -166,7 +180,7 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRevision(req.revision), ctx));
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoPath(req.filename), ctx));
   if (!req.local_dir.empty())
-    return im.RunOne(req.filename, ctx, [&] {
+    return im.RunOne(req.filename, ctx, req.callbacks, [&] {
       return hub_internal::PrepareLocalDir(im, req.repo_type, req.repo_id, req.revision, req.filename, req.local_dir,
                                            req.force_download);
     });
@@ -182,14 +196,14 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
                           " (known from the cache's .no_exist marker; offline mode)",
                       "EntryNotFound", ctx);
     }
-    return im.OfflineMiss(rc, req.revision, req.filename);
+    return im.RefMiss(rc, req.revision, req.filename);
   }
   if (IsCommitHash(req.revision) && !req.force_download)
     if (auto p = rc.CachedPointer(req.revision, req.filename)) return *p;  // zero requests
   std::string commit404;
   // With a cached copy to fall back on, the metadata request is not retried.
   std::optional<std::string> cached;
-  if (auto c = rc.LocalCommit(req.revision)) cached = rc.CachedPointer(*c, req.filename);
+  if (auto c = Impl::LocalCommitOnline(rc, req.revision)) cached = rc.CachedPointer(*c, req.filename);
   auto m = hub_internal::Head(im, req.repo_type, req.repo_id, req.revision, req.filename, &commit404,
                               cached && !req.force_download ? 0 : -1);
   if (!m.ok()) {
@@ -207,7 +221,7 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
     }
     return m.status();
   }
-  HUBLOAD_ASSIGN_OR_RETURN(std::string path, im.RunOne(req.filename, ctx, [&] {
+  HUBLOAD_ASSIGN_OR_RETURN(std::string path, im.RunOne(req.filename, ctx, req.callbacks, [&] {
     return hub_internal::PrepareBlob(im, rc, *m, req.filename, req.revision, req.force_download);
   }));
   if (req.revision != m->commit) HUBLOAD_RETURN_IF_ERROR(WithCtx(rc.WriteRef(req.revision, m->commit), ctx));
@@ -267,8 +281,8 @@ Result<std::string> HubClient::ReadRange(const FileRequest& req, uint64_t offset
   sink.want = length;
   HttpRequest hr;
   hr.url = url;
-  hr.timeout_s = im.opt.etag_timeout_s + static_cast<double>(length) / (1 << 20);
-  hr.stall_timeout_s = im.opt.download_timeout_s;
+  hr.timeout_s = im.opt.config.etag_timeout_s + static_cast<double>(length) / (1 << 20);
+  hr.stall_timeout_s = im.opt.config.download_timeout_s;
   hr.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1));
   hr.headers.emplace_back("Accept-Encoding", "identity");
   im.AddAuth(&hr);
@@ -296,7 +310,7 @@ Result<std::string> HubClient::ResolveCommit(const std::string& repo_id, const s
 }
 
 Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::string& revision,
-                                         RepoType repo_type) const {
+                                         RepoType repo_type, bool keep_in_cache) const {
   const Impl& im = *impl_;
   ErrorContext ctx = im.Ctx(repo_id, revision, "");
   HUBLOAD_RETURN_IF_ERROR(WithCtx(ValidateRepoId(repo_id), ctx));
@@ -327,7 +341,7 @@ Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::
       return from_cache(commit, Impl::UnreachableWarning(rc, revision, commit, l.status()));
     return l.status();
   }
-  if (im.has_cache()) {
+  if (im.has_cache() && keep_in_cache) {
     (void)cache_internal::WriteTreeCache(rc, commit, hub_internal::ToTreeEntries(l->files));
     // As snapshot_download: the revision's ref is recorded once it is resolved
     // (only when it changes, so a read-only cache hit writes nothing).
@@ -444,10 +458,14 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
   };
   auto offline_snapshot = [&](const Status* why) -> Result<std::string> {
     if (!req.local_dir.empty()) {
-      if (fs::is_directory(req.local_dir)) {
+      std::error_code ec;
+      if (fs::is_directory(req.local_dir, ec)) {
         if (why) spdlog::warn("{}: {}; using the local folder {}", req.repo_id, why->message(), req.local_dir);
         return req.local_dir;
       }
+      // ENAMETOOLONG, ELOOP, EACCES: the folder cannot be used (not-found is the miss below).
+      if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+        return WithCtx(util::IoError("cannot use the local folder", req.local_dir, ec.value()), ctx);
       if (why) return *why;
       return Status(Code::kOfflineMiss, "local folder " + req.local_dir + " does not exist (offline)", "OfflineMiss",
                     ctx);

@@ -1,13 +1,38 @@
 // HTTP error answers → Status, as huggingface_hub utils/_http.py hf_raise_for_status.
+#include "hub/errors.h"
+
+#include <algorithm>
+#include <ctime>
+
+#include "hub/http_parse.h"
 #include "hubload/hub.h"
 #include "util/json.h"
 
 namespace hubload {
 namespace {
 
+// Text of the first <tag>...</tag> in an XML error body, printable ASCII
+// only and at most 200 bytes ("" when absent).
+std::string XmlElement(const std::string& body, const std::string& tag) {
+  size_t b = body.find("<" + tag + ">");
+  if (b == std::string::npos) return {};
+  b += tag.size() + 2;
+  size_t e = body.find("</" + tag + ">", b);
+  if (e == std::string::npos || e - b > 200) return {};
+  std::string v = body.substr(b, e - b);
+  for (char c : v)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) return {};
+  return v;
+}
+
 std::string BodyMessage(const HttpHeaders& h, const std::string& body) {
   if (auto m = h.Get("X-Error-Message"); m && !m->empty()) return *m;
   if (body.empty() || body.size() > 65536) return {};
+  // S3 / CloudFront / GCS answer with XML: <Error><Code>..</Code><Message>..</Message></Error> (B44).
+  if (size_t first = body.find_first_not_of(" \t\r\n"); first != std::string::npos && body[first] == '<') {
+    std::string code = XmlElement(body, "Code"), msg = XmlElement(body, "Message");
+    return code.empty() ? msg : msg.empty() ? code : code + ": " + msg;
+  }
   auto j = util::ParseJson(body, "error answer");
   if (!j.ok()) return {};
   util::JsonIn in(*j, "error answer");
@@ -36,6 +61,23 @@ std::string BodyMessage(const HttpHeaders& h, const std::string& body) {
   return {};
 }
 
+// B38, as huggingface_hub's 429 message ("Retry after 55 seconds (0/500
+// requests remaining in current 300s window)") plus the group and what helps.
+std::string RateLimitedWhat(const HttpHeaders& h) {
+  std::string what = "rate limited by the server";
+  auto rl = hub_internal::ParseRateLimit(h);
+  if (rl && !rl->group.empty()) what += " on the '" + rl->group + "' endpoints";
+  if (auto wait = hub_internal::AnnouncedWait(h, static_cast<int64_t>(std::time(nullptr))))
+    what += "; retry after " + std::to_string(static_cast<int64_t>(*wait)) + " s";
+  else if (auto ra = h.Get("Retry-After"))
+    what += " (Retry-After: " + ra->substr(0, 64) + ")";
+  if (rl && rl->quota >= 0 && rl->window_s >= 0)
+    what += " (" + std::to_string(std::max<int64_t>(rl->remaining, 0)) + "/" + std::to_string(rl->quota) +
+            " requests remaining in the current " + std::to_string(rl->window_s) + " s window)";
+  what += "; authenticated requests (HF_TOKEN or `hf auth login`) get higher limits";
+  return what;
+}
+
 }  // namespace
 
 Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body, ErrorContext ctx) {
@@ -47,7 +89,7 @@ Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body,
   std::string server_msg = BodyMessage(h, body);
   const std::string& ec = ctx.error_code;
   Code code;
-  std::string what;
+  std::string what, reason;
   std::string subject = ctx.repo_id.empty() ? std::string("request") : "repo " + ctx.repo_id;
   if (ec == "RevisionNotFound") {
     code = Code::kRevisionNotFound;
@@ -59,11 +101,18 @@ Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body,
     code = Code::kGated;
     what = subject + " is gated: " + (status == 401 ? "log in with a token" : "your token is not on the approved list");
   } else if (h.Get("X-Error-Message").value_or("") == "Access to this resource is disabled.") {
-    code = Code::kPermissionDenied;
+    code = Code::kPermissionDenied;  // huggingface_hub DisabledRepoError
+    reason = "DisabledRepo";
     what = subject + " is disabled";
   } else if (ec == "RepoNotFound") {
     code = Code::kRepoNotFound;
     what = subject + " not found (or private and the token has no access)";
+  } else if (status == 401 && server_msg.find("Invalid credentials") != std::string::npos) {
+    // B45: a revoked, expired or mistyped token fails even on public repos.
+    code = Code::kUnauthorized;
+    reason = "InvalidCredentials";
+    what = "the token was rejected (invalid, expired or revoked): log in again (`hf auth login`), or unset "
+           "HF_TOKEN / remove the saved token file to go anonymous";
   } else if (status == 401) {
     code = Code::kUnauthorized;
     what = "unauthorized for " + subject + " (missing or invalid token, or a private repo)";
@@ -75,8 +124,7 @@ Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body,
     what = (ctx.file.empty() ? subject : "'" + ctx.file + "' of " + subject) + " not found";
   } else if (status == 429) {
     code = Code::kRateLimited;
-    what = "rate limited by the server";
-    if (auto ra = h.Get("Retry-After")) what += " (Retry-After: " + *ra + " s)";
+    what = RateLimitedWhat(h);
   } else if (status == 408) {
     code = Code::kNetwork;
     what = "request timed out on the server";
@@ -95,7 +143,8 @@ Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body,
   if (!server_msg.empty()) msg += " (" + server_msg + ")";
   if (!ctx.url.empty()) msg += " for " + ctx.url;
   if (!ctx.request_id.empty()) msg += " [request id " + ctx.request_id + "]";
-  return Status(code, msg, ec.empty() ? std::string("Http") + std::to_string(status) : ec, std::move(ctx));
+  if (reason.empty()) reason = ec.empty() ? std::string("Http") + std::to_string(status) : ec;
+  return Status(code, msg, reason, std::move(ctx));
 }
 
 }  // namespace hubload

@@ -18,6 +18,7 @@
 #include "cache/blob_store.h"
 #include "hub/file_metadata.h"
 #include "hub/session.h"
+#include "hub/signed_url.h"
 #include "util/progress.h"
 
 namespace hubload::hub_internal {
@@ -100,6 +101,9 @@ struct FetchTarget {
   std::string label;           // names the file in cache messages
   std::string dir;             // folder checked for free space
   std::string url;             // the bytes (CDN location or /resolve/)
+  /// Set when `url` is a CDN location the Hub redirected to: the URL every
+  /// request of the file uses, renewed after a 403 (B44; see SignedUrl).
+  std::shared_ptr<SignedUrl> signed_url;
   FileMeta meta;
   /// What the bytes are verified against: size, and sha256 (LFS) or git blob
   /// sha1 (regular files) by the etag (cache/blob_store.h).
@@ -124,6 +128,29 @@ struct FileIo {
 /// not resolve (the transport already spent its few retries on it), or the
 /// file's retry budget is spent.
 bool GiveUpAfter(const Status& s, const RetryBudget& budget);
+
+/// The URL a request of `t` goes to now and its generation (t.signed_url's,
+/// else t.url with generation 0).
+std::pair<std::string, uint64_t> CurrentUrl(const FetchTarget& t);
+
+/// B44, after a 403 answer (`body`) to a request of `t` sent to the URL of
+/// generation `gen`: true when the request should be sent again on a renewed
+/// URL. Needs a signed URL (t.signed_url). `*idle` counts the renewals this
+/// fetch made since its last body byte (the caller resets it when bytes
+/// arrive). Renewed: always when the refusing URL had delivered bytes to some
+/// request (SignedUrl::Productive: it worked, then expired, e.g. used up by
+/// the other range workers); up to 3 idle renewals when the CDN says the
+/// request expired (S3/CloudFront "Request has expired"); else once. So a 403
+/// that is not about expiry is final after one fresh URL (xet-core #956:
+/// never minutes of silent re-fetching). The renewal takes nothing from the
+/// retry budget. *err is set when the re-resolve failed.
+bool RenewAfter403(const FetchTarget& t, uint64_t gen, const std::string& body, int* idle, Status* err);
+
+/// For PrepareBlob / PrepareLocalDir: `m.location` as a renewable signed URL
+/// that re-resolves `path` at `m.commit` (the same etag and size are
+/// required: kCorruptDownload "FileChanged" otherwise). Null without a location.
+std::shared_ptr<SignedUrl> MakeSignedUrl(const Session& s, RepoType type, const std::string& repo,
+                                         const std::string& path, const FileMeta& m);
 
 /// True when the file goes in parallel ranges (ClientOptions range_*): the
 /// size is known and large enough and no single-stream partial waits.

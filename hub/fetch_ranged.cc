@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "hub/errors.h"
 #include "hub/fetch.h"
 #include "hub/http_parse.h"
 #include "hubload/reasons.h"
@@ -21,6 +22,7 @@ struct ChunkSink : BodySink {
   RangedBlobWriter* w = nullptr;
   size_t k = 0;
   uint64_t b = 0, size = 0, got = 0, pos = 0;
+  uint64_t gen = 0;  // generation of the signed URL asked
   bool probe = false, whole = false, mismatch = false;
   const FetchTarget* t = nullptr;
   FileIo* io = nullptr;
@@ -63,6 +65,7 @@ struct ChunkSink : BodySink {
   }
   bool OnData(const char* d, size_t len) override {
     if ((*stop)()) return false;
+    if (got == 0 && pos == 0 && t->signed_url) t->signed_url->MarkProductive(gen);
     if (!whole) {
       err = w->Append(k, d, len);
       if (!err.ok()) return false;
@@ -110,6 +113,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
   const uint64_t size = static_cast<uint64_t>(t.meta.size);
   int failures = 0;
   if (!io.budget) io.budget = std::make_shared<RetryBudget>();
+  int renewed_idle = 0;  // B44: renewals since this chunk's last body byte
   while (true) {
     if (stop()) return Status::Ok();
     uint64_t b = w.chunk_begin(k) + w.chunk_received(k), e = w.chunk_end(k);
@@ -125,8 +129,11 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
     sink.stop = &stop;
     sink.on_answer = &on_answer;
     HttpRequest req;
-    req.url = t.url;
-    req.stall_timeout_s = s.opt.download_timeout_s;
+    auto [url, gen] = CurrentUrl(t);
+    sink.gen = gen;
+    req.url = url;
+    ctx.url = RedactUrl(url);
+    req.stall_timeout_s = s.opt.config.download_timeout_s;
     req.on_retry = io.on_retry;
     req.budget = io.budget;
     s.AddAuth(&req);
@@ -138,6 +145,12 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
     if (!fl.ok()) return fl;
     if (!sink.whole && io.bytes)
       io.bytes->Update(w.fd(), w.partial_path(), w.contiguous_bytes(), static_cast<int64_t>(size), false);
+    if (sink.got > 0 || sink.pos > 0) renewed_idle = 0;
+    if (r.ok() && r->status == 403 && !stop()) {
+      Status renew;
+      if (RenewAfter403(t, gen, r->body, &renewed_idle, &renew)) continue;
+      HUBLOAD_RETURN_IF_ERROR(WithCtx(renew, ctx));
+    }
     if (sink.mismatch)
       return Status(Code::kUnsupported,
                     "the server answered a byte range of '" + ctx.file + "' with a response that does not fit it",

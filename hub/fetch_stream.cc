@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "hub/errors.h"
 #include "hub/fetch.h"
 #include "hub/http_parse.h"
 #include "hubload/reasons.h"
@@ -71,6 +72,39 @@ bool GiveUpAfter(const Status& s, const RetryBudget& budget) {
   return s.Is(reason::kConnectFailed) || s.Is(reason::kDnsFailed) || budget.exhausted();
 }
 
+std::pair<std::string, uint64_t> CurrentUrl(const FetchTarget& t) {
+  if (t.signed_url) return t.signed_url->Current();
+  return {t.url, 0};
+}
+
+bool RenewAfter403(const FetchTarget& t, uint64_t gen, const std::string& body, int* idle, Status* err) {
+  if (!t.signed_url) return false;
+  const bool worked = t.signed_url->Productive(gen);
+  const bool says_expired = body.find("xpired") != std::string::npos;  // "Request has expired", "Expired"
+  if (!worked && *idle >= (says_expired ? 3 : 1)) return false;
+  *err = t.signed_url->Renew(gen);
+  if (!err->ok()) return false;
+  if (!worked) ++*idle;
+  spdlog::info("'{}': the signed download URL was refused (HTTP 403{}); continuing on a fresh one", t.path_in_repo,
+               says_expired ? ", expired" : "");
+  return true;
+}
+
+std::shared_ptr<SignedUrl> MakeSignedUrl(const Session& s, RepoType type, const std::string& repo,
+                                         const std::string& path, const FileMeta& m) {
+  if (m.location.empty()) return nullptr;
+  const Session* sp = &s;  // the session outlives every download it runs
+  return std::make_shared<SignedUrl>(m.location, [sp, type, repo, path, m]() -> Result<std::string> {
+    HUBLOAD_ASSIGN_OR_RETURN(FileMeta fresh, Head(*sp, type, repo, m.commit, path, nullptr));
+    if (fresh.etag != m.etag || fresh.size != m.size || fresh.location.empty())
+      return Status(Code::kCorruptDownload,
+                    "'" + path + "' changed on the server while it was downloading (etag " + m.etag + " -> " +
+                        fresh.etag + ")",
+                    "FileChanged", sp->Ctx(repo, m.commit, path));
+    return fresh.location;
+  });
+}
+
 bool UseRanges(const Session& s, const FetchTarget& t) {
   const ClientOptions& o = s.opt;
   const int64_t size = t.meta.size;
@@ -91,6 +125,7 @@ struct StreamSink : BodySink {
   const FetchTarget* t = nullptr;
   uint64_t off = 0;
   uint64_t got = 0;
+  uint64_t gen = 0;  // generation of the signed URL asked
   bool mismatch = false;
   Status err;
   bool OnResponseStart(const HttpResponse& h) override {
@@ -121,6 +156,7 @@ struct StreamSink : BodySink {
   }
   bool OnData(const char* d, size_t n) override {
     if (io->cancel && io->cancel->Cancelled()) return false;
+    if (got == 0 && t->signed_url) t->signed_url->MarkProductive(gen);
     uint64_t before = w->flushed_bytes();
     err = w->Append(d, n);
     if (!err.ok()) return false;
@@ -160,6 +196,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
   };
   const int max_attempts = s.opt.max_resume_attempts;
   if (!io.budget) io.budget = std::make_shared<RetryBudget>();
+  int renewed_idle = 0;  // B44: renewals since this fetch's last body byte
   while (true) {
     if (io.cancel && io.cancel->Cancelled()) return Cancelled(ctx);
     uint64_t off = w->offset();
@@ -178,8 +215,11 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
     sink.t = &t;
     sink.off = off;
     HttpRequest req;
-    req.url = t.url;
-    req.stall_timeout_s = s.opt.download_timeout_s;
+    auto [url, gen] = CurrentUrl(t);
+    sink.gen = gen;
+    req.url = url;
+    ctx.url = RedactUrl(url);
+    req.stall_timeout_s = s.opt.config.download_timeout_s;
     req.on_retry = io.on_retry;
     req.budget = io.budget;
     s.AddAuth(&req);
@@ -190,6 +230,12 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
     auto r = s.http->Send(req, &sink);
     if (!sink.err.ok()) return WithCtx(sink.err, ctx);
     if (io.cancel && io.cancel->Cancelled()) return Cancelled(ctx);
+    if (sink.got > 0) renewed_idle = 0;
+    if (r.ok() && r->status == 403) {
+      Status renew;
+      if (RenewAfter403(t, gen, r->body, &renewed_idle, &renew)) continue;
+      HUBLOAD_RETURN_IF_ERROR(WithCtx(renew, ctx));
+    }
     if (sink.mismatch) {
       HUBLOAD_RETURN_IF_ERROR(restart());
       if (++failures > max_attempts)

@@ -1,4 +1,6 @@
 // HEAD probe of one file (hub/file_metadata.h).
+#include "hub/errors.h"
+#include "hub/url.h"
 #include "hub/file_metadata.h"
 
 #include "hub/http_parse.h"
@@ -8,14 +10,15 @@ namespace hubload::hub_internal {
 
 Result<FileMeta> Head(const Session& s, RepoType t, const std::string& repo, const std::string& rev,
                       const std::string& path, std::string* commit_on_404, int max_retries) {
-  std::string url = s.ResolveUrlFor(t, repo, rev, path);
+  const std::string first = s.ResolveUrlFor(t, repo, rev, path);
+  std::string url = first;
   ErrorContext ctx = s.Ctx(repo, rev, path, url);
   for (int hop = 0; hop <= 10; ++hop) {
     HttpRequest req;
     req.method = "HEAD";
     req.url = url;
     req.follow_redirects = false;
-    req.timeout_s = s.opt.etag_timeout_s;
+    req.timeout_s = s.opt.config.etag_timeout_s;
     req.max_retries = max_retries;
     req.headers.emplace_back("Accept-Encoding", "identity");
     s.AddAuth(&req);
@@ -31,9 +34,13 @@ Result<FileMeta> Head(const Session& s, RepoType t, const std::string& repo, con
     bool redirect = resp.status >= 300 && resp.status < 400;
     auto loc = resp.headers.Get("Location");
     if (redirect && loc) {
-      bool relative = loc->find("://") == std::string::npos && loc->rfind("//", 0) != 0;
-      if (relative) {
-        url = ResolveUrl(url, *loc);
+      // A hop on the same origin (a renamed or re-cased repo, a mirror's
+      // rewrite; path-only, relative or written out in full: B46) carries no
+      // metadata: follow it. The first hop to another origin, or one that
+      // carries the Hub's headers, is where the bytes live.
+      const std::string target = ResolveUrl(url, *loc);
+      if (UrlOrigin(target) == UrlOrigin(url) && !resp.headers.Has("X-Repo-Commit")) {
+        url = target;
         continue;
       }
     }
@@ -61,7 +68,10 @@ Result<FileMeta> Head(const Session& s, RepoType t, const std::string& repo, con
                     "MissingHeader", ctx);
     return m;
   }
-  return Status(Code::kNetwork, "too many relative redirects for '" + path + "'", "TooManyRedirects", ctx);
+  ctx.url = RedactUrl(first);
+  return Status(Code::kNetwork,
+                "too many redirects (more than 10) for '" + path + "' starting at " + RedactUrl(first),
+                "TooManyRedirects", ctx);
 }
 
 }  // namespace hubload::hub_internal

@@ -18,8 +18,10 @@ struct FileMeta {
 };
 
 /// HEAD {endpoint}/{repo}/resolve/{rev}/{path} with Accept-Encoding:
-/// identity, following relative redirects only (an absolute one is where the
-/// bytes live). `commit_on_404` receives X-Repo-Commit of an error answer.
+/// identity, following redirects that stay on the same origin and carry no
+/// X-Repo-Commit (B46: path-only, relative or absolute); the first other one
+/// is where the bytes live (FileMeta::location). At most 10 hops, then
+/// kNetwork "TooManyRedirects" naming the first URL. `commit_on_404` receives X-Repo-Commit of an error answer.
 /// `max_retries` as HttpRequest::max_retries. Errors: transport errors,
 /// StatusFromHttp, kInvalidFormat "MissingHeader" (no X-Repo-Commit or no
 /// usable etag), kNetwork "TooManyRedirects".

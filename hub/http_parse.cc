@@ -1,6 +1,8 @@
 // Parsers of server header values (hub/http_parse.h).
 #include "hub/http_parse.h"
 
+#include <curl/curl.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <limits>
@@ -84,6 +86,81 @@ std::optional<double> RetryAfterSeconds(std::string_view v) {
   auto s = ParseDecimal(v);
   if (!s) return std::nullopt;  // HTTP-date: the caller's own backoff
   return static_cast<double>(*s);
+}
+
+std::optional<double> RetryAfterSecondsAt(std::string_view v, int64_t now_unix_s) {
+  if (auto s = RetryAfterSeconds(v)) return s;
+  v = Trim(v);
+  if (v.empty() || v.size() > 64) return std::nullopt;
+  const std::string date(v);  // curl_getdate needs a NUL-terminated string
+  const time_t when = curl_getdate(date.c_str(), nullptr);
+  if (when < 0) return std::nullopt;
+  const int64_t d = static_cast<int64_t>(when) - now_unix_s;
+  return d <= 0 ? 0.0 : static_cast<double>(d) + 1.0;
+}
+
+namespace {
+
+// Value of `key=` (digits) in a structured-field parameter list such as
+// "\"api\";r=0;t=55": the key must start the list or follow ';' or ' '.
+int64_t Param(std::string_view v, std::string_view key) {
+  for (size_t p = v.find(key); p != std::string_view::npos; p = v.find(key, p + 1)) {
+    if (p > 0 && v[p - 1] != ';' && v[p - 1] != ' ' && v[p - 1] != '\t') continue;
+    size_t b = p + key.size();
+    while (b < v.size() && v[b] == ' ') ++b;
+    if (b >= v.size() || v[b] != '=') continue;
+    ++b;
+    while (b < v.size() && v[b] == ' ') ++b;
+    size_t e = b;
+    while (e < v.size() && v[e] >= '0' && v[e] <= '9') ++e;
+    if (auto n = ParseDecimal(v.substr(b, e - b))) return *n;
+  }
+  return -1;
+}
+
+// The last quoted string before the first parameter: the group name
+// ("\"api\";r=0" and "\"fixed window\";\"api\";q=500" -> api).
+std::string GroupOf(std::string_view v) {
+  std::string_view head = v.substr(0, v.find('='));
+  size_t q2 = head.rfind('"');
+  if (q2 == std::string_view::npos || q2 == 0) return {};
+  size_t q1 = head.rfind('"', q2 - 1);
+  if (q1 == std::string_view::npos) return {};
+  std::string g(head.substr(q1 + 1, q2 - q1 - 1));
+  for (char c : g)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) return {};
+  return g;
+}
+
+}  // namespace
+
+std::optional<RateLimitInfo> ParseRateLimit(const HttpHeaders& h) {
+  auto rl = h.Get("RateLimit");
+  auto policy = h.Get("RateLimit-Policy");
+  if (!rl && !policy) return std::nullopt;
+  RateLimitInfo i;
+  if (rl) {
+    std::string_view v(*rl);
+    i.group = GroupOf(v);
+    i.remaining = Param(v, "r");
+    i.reset_s = Param(v, "t");
+    if (i.reset_s < 0)
+      // "limit=, remaining=, reset="; a reset past any int64 (or NaN) is ignored (found by http_headers_fuzz).
+      if (auto t = RateLimitResetSeconds(v); t && *t >= 0 && *t < 9.0e18) i.reset_s = static_cast<int64_t>(*t);
+  }
+  if (policy) {
+    std::string_view v(*policy);
+    i.quota = Param(v, "q");
+    i.window_s = Param(v, "w");
+    if (i.group.empty()) i.group = GroupOf(v);
+  }
+  return i;
+}
+
+std::optional<double> AnnouncedWait(const HttpHeaders& h, int64_t now_unix_s) {
+  if (auto rl = ParseRateLimit(h); rl && rl->reset_s >= 0) return static_cast<double>(rl->reset_s);
+  if (auto ra = h.Get("Retry-After")) return RetryAfterSecondsAt(*ra, now_unix_s);
+  return std::nullopt;
 }
 
 std::optional<double> RateLimitResetSeconds(std::string_view v) {

@@ -32,6 +32,33 @@ std::optional<std::string> NextLinkValue(std::string_view link);
 /// Retry-After in seconds when it is delta-seconds (an HTTP-date -> nullopt).
 std::optional<double> RetryAfterSeconds(std::string_view v);
 
+/// Retry-After in either form of RFC 9110 §10.2.3: delta-seconds, or an
+/// HTTP-date (IMF-fixdate and the obsolete forms, parsed by libcurl's
+/// curl_getdate) taken relative to `now_unix_s` (a date in the past -> 0).
+/// A date has whole-second resolution, so 1 s is added to it: waiting until
+/// the named second itself may end before the server's window does.
+std::optional<double> RetryAfterSecondsAt(std::string_view v, int64_t now_unix_s);
+
+/// The Hub's rate-limit answer (IETF draft httpapi-ratelimit-headers, as
+/// huggingface_hub parse_ratelimit_headers reads it):
+/// `RateLimit: "<group>";r=<remaining>;t=<s to reset>` and
+/// `RateLimit-Policy: "fixed window";"<group>";q=<quota>;w=<window s>`.
+/// Fields that are absent or malformed stay empty / -1.
+struct RateLimitInfo {
+  std::string group;       // endpoint group ("api", "resolvers"), "" when not named
+  int64_t remaining = -1;  // r
+  int64_t reset_s = -1;    // t
+  int64_t quota = -1;      // q
+  int64_t window_s = -1;   // w
+};
+/// Nullopt when neither header is present.
+std::optional<RateLimitInfo> ParseRateLimit(const HttpHeaders& h);
+
+/// The wait a 429/503 answer announces, as huggingface_hub http_backoff reads
+/// it: RateLimit's t first, then Retry-After (seconds or HTTP-date, see
+/// RetryAfterSecondsAt). Nullopt when the answer names no wait.
+std::optional<double> AnnouncedWait(const HttpHeaders& h, int64_t now_unix_s);
+
 /// IETF RateLimit header ("limit=500, remaining=0, reset=20" or the
 /// "\"api\";r=0;t=20" structured form the Hub sends): seconds until reset, or
 /// nullopt when absent/malformed.

@@ -1,4 +1,5 @@
 // Tree API listing with pagination (hub/listing.h).
+#include "hub/url.h"
 #include "hub/listing.h"
 
 #include "hub/answers.h"

@@ -49,6 +49,7 @@ Result<PreparedFile> PrepareBlob(const Session& s, const RepoCache& rc, const Fi
   t.label = "blob " + m.etag;
   t.dir = rc.repo_dir() + "/blobs";
   t.url = m.location.empty() ? s.ResolveUrlFor(rc.repo_type(), rc.repo_id(), rev_for_url, path) : m.location;
+  t.signed_url = MakeSignedUrl(s, rc.repo_type(), rc.repo_id(), path, m);
   t.meta = m;
   t.id = id;
   p.target = std::move(t);
@@ -111,6 +112,7 @@ Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::st
   ft.label = "'" + path + "'";
   ft.dir = fs::path(ft.single_partial).parent_path().string();
   ft.url = m.location.empty() ? s.ResolveUrlFor(t, repo, rev, path) : m.location;
+  ft.signed_url = MakeSignedUrl(s, t, repo, path, m);
   ft.meta = m;
   ft.id = cache_internal::BlobId{m.etag, m.size};
   p.target = std::move(ft);

@@ -6,6 +6,8 @@
 //   list_repo_refs GET    /api/{type}s/{repo}/refs[?include_prs=1]
 //   list_repo_commits GET /api/{type}s/{repo}/commits/{quote(revision, safe="")} (Link pagination)
 // exist_ok: a 409 answer is success (huggingface_hub checks the status only).
+#include "hub/errors.h"
+#include "hub/url.h"
 #include "hub/refs.h"
 
 #include "hub/answers.h"
@@ -34,7 +36,7 @@ Status Write(const Session& s, const std::string& method, const std::string& url
   hr.method = method;
   hr.url = url;
   if (body) {
-    hr.body = body->dump();
+    hr.body = util::DumpJson(*body);
     hr.headers.emplace_back("Content-Type", "application/json");
   }
   hr.headers.emplace_back("Accept", "application/json");

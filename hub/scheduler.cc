@@ -18,10 +18,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kPoll = std::chrono::milliseconds(50);
+// How long a later file waits for an earlier one still being prepared (its
+// HEAD, its lock): longer means another process holds the blob's lock, and
+// the rest need not wait for that.
+constexpr auto kPrepareGrace = std::chrono::seconds(2);
 
 struct Job {
   FileWork work;
   enum class St { kWaiting, kPreparing, kReady, kFinishing, kDone } st = St::kWaiting;
+  Clock::time_point prepare_start;
   PreparedFile prep;
   std::unique_ptr<BytesAnnouncer> bytes;
   bool single_taken = false;
@@ -116,6 +121,7 @@ class Scheduler {
       size_t i = next_prep_++;
       Job& j = *jobs_[i];
       j.st = Job::St::kPreparing;
+      j.prepare_start = Clock::now();
       l.unlock();
       Prepare(i);
       l.lock();
@@ -198,6 +204,14 @@ class Scheduler {
     const size_t end = std::min(jobs_.size(), frontier_ + lookahead_);
     for (size_t i = frontier_; i < end; ++i) {
       Job& j = *jobs_[i];
+      // An earlier file still being prepared is about to be ready: nothing
+      // later starts before it (whichever HEAD answered first would otherwise
+      // take the link), unless its preparation waits for another process.
+      if (j.st == Job::St::kWaiting) return std::nullopt;
+      if (j.st == Job::St::kPreparing) {
+        if (Clock::now() - j.prepare_start < kPrepareGrace) return std::nullopt;
+        continue;
+      }
       if (j.st != Job::St::kReady) continue;
       if (!j.rw) {
         if (j.single_taken) continue;
@@ -229,6 +243,11 @@ class Scheduler {
         ++j.inflight;
         return Task{Task::Kind::kChunk, i, *k, false};
       }
+      // Every chunk is handed out: the next file starts once they are all in
+      // (a free connection waits), so on a shared link the earliest file keeps
+      // the whole link to its last byte. On a link capped per connection the
+      // chunks of one wave end together; only stragglers leave one idle.
+      if (j.inflight > 0) return std::nullopt;
     }
     return std::nullopt;
   }

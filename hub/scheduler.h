@@ -12,10 +12,13 @@
 //    sent alone (a 200 answer means Range is ignored, and that one answer
 //    then carries the whole file), once it answers 206 the other chunks are
 //    taken in order, at most max_ranges_per_file at once;
-//  - when the earliest file has nothing left to hand out, a free connection
-//    starts the next file — but never while an earlier file's first range
-//    is unanswered (one round trip), so on a shared link no later file slows
-//    an earlier one down.
+//  - the next file starts once every byte of the earlier ranged files is in
+//    (a free connection waits while their last chunks are in flight), and
+//    never before an earlier file is prepared (up to a grace period, so a
+//    blob lock held by another process does not stall the rest); so on a
+//    shared link no later file slows an earlier one down. Single-stream
+//    files (small ones, or a server that ignores Range) do not hold later
+//    files back.
 // So on one link shared by all connections the files complete in order, each
 // at the speed of the whole link. A file is verified (size, sha256 inline)
 // and renamed into blobs/ by the connection that finished its last byte,

@@ -1,4 +1,6 @@
 // The Hub session: endpoint, auth header, URLs, JSON calls (hub/session.h).
+#include "hub/errors.h"
+#include "hub/url.h"
 #include "hub/session.h"
 
 #include "hub/repo_urls.h"
@@ -77,7 +79,7 @@ Result<nlohmann::json> Session::GetJson(const std::string& url, const ErrorConte
                                         int max_retries) const {
   HttpRequest req;
   req.url = url;
-  req.timeout_s = opt.etag_timeout_s;
+  req.timeout_s = opt.config.etag_timeout_s;
   req.max_retries = max_retries;
   AddAuth(&req);
   auto r = http->Send(req, nullptr);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "hub/url.h"
 #include "hub/url_policy.h"
 #include "hubload/reasons.h"
 #include "hubload/transport.h"

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <thread>
 
 #include "hub/http_parse.h"
+#include "hub/rate_gate.h"
 #include "hubload/reasons.h"
 #include "hubload/transport.h"
 
@@ -30,10 +32,13 @@ class TrackingSink : public BodySink {
   bool delivered_ = false;
 };
 
-std::optional<double> RetryAfterOf(const HttpHeaders& h) {
-  auto v = h.Get("Retry-After");
-  if (!v) return std::nullopt;
-  return hub_internal::RetryAfterSeconds(*v);  // HTTP-date: nullopt, the computed backoff applies
+std::optional<double> AnnouncedWaitOf(const HttpHeaders& h) {
+  return hub_internal::AnnouncedWait(h, static_cast<int64_t>(std::time(nullptr)));
+}
+
+void Sleep(const RetryPolicy& p, double s) {
+  if (p.sleep) p.sleep(s);
+  else std::this_thread::sleep_for(std::chrono::duration<double>(s));
 }
 
 class RetryingTransport : public HttpTransport {
@@ -46,7 +51,24 @@ class RetryingTransport : public HttpTransport {
     double backoff = p_.initial_backoff_s;
     double unreachable_backoff = p_.unreachable_backoff_s;
     thread_local std::mt19937_64 rng{std::random_device{}()};
+    // B38: the end of this Send's own pause after a 429 (it need not wait for
+    // it again at the gate).
+    hub_internal::RateGate::Clock::time_point waited_until{};
     for (int attempt = 0;; ++attempt) {
+      {
+        // Every request to a rate-limited group waits for its reset; one that
+        // cannot wait that long (or may not be retried at all) gets the 429.
+        HttpResponse closed;
+        double gate = gate_.Remaining(req.url, waited_until, &closed);
+        if (gate > 0 && (gate > p_.max_rate_limit_wait_s || req.max_retries == 0)) return closed;
+        if (gate > 0) {
+          spdlog::debug("{} {}: waiting {:.1f} s for the rate limit to reset", req.method, RedactUrl(req.url), gate);
+          waited_until = hub_internal::RateGate::Clock::now() +
+                         std::chrono::duration_cast<hub_internal::RateGate::Clock::duration>(
+                             std::chrono::duration<double>(gate));
+          Sleep(p_, gate);
+        }
+      }
       std::optional<TrackingSink> tracking;
       if (sink) tracking.emplace(sink);
       auto t0 = std::chrono::steady_clock::now();
@@ -54,10 +76,11 @@ class RetryingTransport : public HttpTransport {
       double failed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       bool retryable = false;
       std::optional<double> retry_after;
+      const bool rate_limited = r.ok() && r->status == 429;
       if (r.ok()) {
         retryable = IsRetryableHttpStatus(r->status);
         if (retryable && p_.honour_retry_after && (r->status == 429 || r->status == 503))
-          retry_after = RetryAfterOf(r->headers);
+          retry_after = AnnouncedWaitOf(r->headers);
       } else {
         retryable = r.status().code() == Code::kNetwork;
       }
@@ -71,7 +94,24 @@ class RetryingTransport : public HttpTransport {
         std::uniform_real_distribution<double> d(0, p_.jitter_fraction * base);
         sleep += d(rng);
       }
-      if (!budget->Take(p_, req.max_retries, unreachable, failed_s, sleep)) return r;
+      if (rate_limited) {
+        // B38: the whole group pauses until the reset (the computed backoff
+        // when the answer names no wait); a wait longer than the policy
+        // allows fails at once, naming it (hub/errors.cc).
+        if (retry_after && *retry_after > p_.max_rate_limit_wait_s) {
+          gate_.Close(req.url, *retry_after, *r);
+          spdlog::warn("{} {}: HTTP 429, the rate limit resets in {:.0f} s, longer than the {:.0f} s this client "
+                       "waits; giving up",
+                       req.method, RedactUrl(req.url), *retry_after, p_.max_rate_limit_wait_s);
+          return r;
+        }
+        waited_until = gate_.Close(req.url, sleep, *r);
+        const auto left = waited_until - hub_internal::RateGate::Clock::now();
+        sleep = std::max(sleep, std::chrono::duration<double>(left).count());
+      }
+      // A rate-limit wait takes a retry but not from the time budget: it is
+      // bounded by max_rate_limit_wait_s instead.
+      if (!budget->Take(p_, req.max_retries, unreachable, failed_s, rate_limited ? 0.0 : sleep)) return r;
       // Say so: a client retrying quietly for a minute looks hung (huggingface_hub
       // logs "Retrying in Xs [Retry n/N]" the same way). URL redacted, no token.
       // A host that refuses connections is announced once, then retried quietly.
@@ -87,8 +127,7 @@ class RetryingTransport : public HttpTransport {
         spdlog::debug("{} {}: {}; retry {}", req.method, RedactUrl(req.url), what, budget->unreachable_retries());
       }
       if (req.on_retry) req.on_retry(r.ok() ? r->status : 0);
-      if (p_.sleep) p_.sleep(sleep);
-      else std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
+      Sleep(p_, sleep);
       if (unreachable) unreachable_backoff = std::min(unreachable_backoff * 2, p_.max_backoff_s);
       else backoff = std::min(backoff * 2, p_.max_backoff_s);
     }
@@ -97,6 +136,7 @@ class RetryingTransport : public HttpTransport {
  private:
   std::shared_ptr<HttpTransport> inner_;
   RetryPolicy p_;
+  hub_internal::RateGate gate_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <string>
 
+#include "hub/url.h"
 #include "hubload/hub.h"
 #include "hubload/transport.h"
 

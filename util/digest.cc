@@ -89,7 +89,7 @@ std::string HmacSha256(std::string_view key, std::string_view data) {
 }
 
 namespace {
-Status HashFile(const std::string& path, bool git, std::string* out) {
+Status HashFile(const std::string& path, bool git, const HashedBytesCallback& on_block, std::string* out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IoError("cannot open", path, errno);
   struct stat st;
@@ -100,6 +100,7 @@ Status HashFile(const std::string& path, bool git, std::string* out) {
   }
   Digest d = git ? GitBlobHasher(static_cast<uint64_t>(st.st_size)) : Digest(Digest::Kind::kSha256);
   std::vector<char> buf(1 << 20);
+  uint64_t hashed = 0;
   while (true) {
     ssize_t r = ::read(fd, buf.data(), buf.size());
     if (r < 0) {
@@ -110,6 +111,8 @@ Status HashFile(const std::string& path, bool git, std::string* out) {
     }
     if (r == 0) break;
     d.Update(buf.data(), static_cast<size_t>(r));
+    hashed += static_cast<uint64_t>(r);
+    if (on_block) on_block(hashed);
   }
   ::close(fd);
   *out = d.HexDigest();
@@ -117,15 +120,15 @@ Status HashFile(const std::string& path, bool git, std::string* out) {
 }
 }  // namespace
 
-Result<std::string> Sha256File(const std::string& path) {
+Result<std::string> Sha256File(const std::string& path, const HashedBytesCallback& on_block) {
   std::string out;
-  HUBLOAD_RETURN_IF_ERROR(HashFile(path, false, &out));
+  HUBLOAD_RETURN_IF_ERROR(HashFile(path, false, on_block, &out));
   return out;
 }
 
-Result<std::string> GitBlobIdOfFile(const std::string& path) {
+Result<std::string> GitBlobIdOfFile(const std::string& path, const HashedBytesCallback& on_block) {
   std::string out;
-  HUBLOAD_RETURN_IF_ERROR(HashFile(path, true, &out));
+  HUBLOAD_RETURN_IF_ERROR(HashFile(path, true, on_block, &out));
   return out;
 }
 

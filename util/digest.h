@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -54,9 +55,12 @@ std::string GitBlobId(std::string_view content);
 /// Raw 32-byte HMAC-SHA256 of `data` under `key`.
 std::string HmacSha256(std::string_view key, std::string_view data);
 
+/// Called after each block read by Sha256File / GitBlobIdOfFile with the
+/// bytes of the file hashed so far (on the hashing thread).
+using HashedBytesCallback = std::function<void(uint64_t bytes_hashed)>;
 /// sha256 of a whole file (read in 1 MiB blocks). Errors: IoError's.
-Result<std::string> Sha256File(const std::string& path);
+Result<std::string> Sha256File(const std::string& path, const HashedBytesCallback& on_block = {});
 /// Git blob id of a whole file. Errors: IoError's.
-Result<std::string> GitBlobIdOfFile(const std::string& path);
+Result<std::string> GitBlobIdOfFile(const std::string& path, const HashedBytesCallback& on_block = {});
 
 }  // namespace hubload::util

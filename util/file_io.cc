@@ -97,7 +97,7 @@ Status AtomicWriteFile(const std::string& path, std::string_view content, const 
 }
 
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return IoError("cannot open", path, errno);
   struct stat st;
   if (::fstat(fd, &st) != 0) {

@@ -40,7 +40,8 @@ struct AtomicWriteOptions {
 /// file is removed and `path` is untouched. Errors: IoError's.
 Status AtomicWriteFile(const std::string& path, std::string_view content, const AtomicWriteOptions& options = {});
 
-/// Whole contents of a regular file of at most `max_bytes` bytes. Errors:
+/// Whole contents of a regular file of at most `max_bytes` bytes (a fifo or
+/// device is refused without blocking). Errors:
 /// IoError's; kInvalidFormat (reason "FileTooLarge") above the limit.
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes = 64ull << 20);
 

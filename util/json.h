@@ -11,9 +11,10 @@
 //   "https://hub/api/models/a/b/tree/main: 'size' of [2] must be a non-negative
 //    integer, got a string"
 // nlohmann's throwing calls (`value()`, `get<>()`, `at()`, implicit
-// conversions) are never used on untrusted values outside this file; the
-// build compiles with JSON_USE_IMPLICIT_CONVERSIONS=0 and tools/lint-json.sh
-// (run by CI) rejects the explicit ones in hub/, cache/, loader/.
+// conversions) are never used on untrusted values outside this file; every
+// library compiles with JSON_USE_IMPLICIT_CONVERSIONS=0 (hubload_add_library)
+// and tools/lint-json.sh (run by CI) rejects the explicit ones, json::parse
+// and a dump() that can throw in hub/, cache/, loader/ and tools/.
 //
 // Thread safety: JsonIn is a read-only view (it borrows the parsed value,
 // which must outlive it); views of one value may be used from several threads.
@@ -32,6 +33,17 @@
 #include "hubload/status.h"
 
 namespace hubload::util {
+
+/// Serializes `v` (nlohmann::json or nlohmann::ordered_json) with `indent`
+/// spaces (-1: one line). Bytes that are not valid UTF-8 (a file or folder
+/// name another tool wrote, a path from the command line) are written as
+/// U+FFFD instead of throwing (nlohmann's default): the one way hubload turns
+/// JSON into text (tools/lint-json.sh rejects a bare dump()). Never throws but
+/// std::bad_alloc. Thread safety: pure.
+template <typename BasicJson>
+std::string DumpJson(const BasicJson& v, int indent = -1) {
+  return v.dump(indent, ' ', false, BasicJson::error_handler_t::replace);
+}
 
 /// Nesting accepted by ParseJson (arrays and objects inside each other).
 inline constexpr int kMaxJsonNesting = 64;

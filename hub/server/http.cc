@@ -42,8 +42,6 @@ void Response::Set(const std::string& k, const std::string& v) {
 
 std::string Quote(const std::string& s) { return "\"" + s + "\""; }
 
-std::string DumpJson(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
 Response JsonResponse(int status, const nlohmann::json& j) {
   Response r;
   r.status = status;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/server_faults.h"
+#include "util/json.h"
 
 namespace hubload::server::internal {
 
@@ -67,8 +68,8 @@ struct Response {
 /// `"etag"` (the Hub's strong etag spelling).
 std::string Quote(const std::string& s);
 
-/// JSON text of `j` that never throws (invalid UTF-8 replaced).
-std::string DumpJson(const nlohmann::json& j);
+/// JSON text that never throws (invalid UTF-8 replaced): util/json.h.
+using util::DumpJson;
 Response JsonResponse(int status, const nlohmann::json& j);
 /// {"error": message} with X-Error-Message (and X-Error-Code when given).
 Response ErrorResponse(int status, const std::string& error_code, const std::string& message);

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,7 +34,12 @@ namespace hubload::server {
 
 namespace internal {
 class Upstream;  // mirror.cc
-}
+
+/// Test hook (tests/server only; unset in production): called with every
+/// request inside Dispatch's guard, before routing, so a test can make a
+/// handler throw and check the 500 path. Thread-safe; nullptr unsets it.
+void SetDispatchHookForTesting(std::function<void(const Request&)> hook);
+}  // namespace internal
 
 struct Server::Impl {
   ServerOptions opt;

@@ -154,9 +154,25 @@ std::optional<Response> Server::Impl::Early(Request& r) {
   return std::nullopt;
 }
 
+namespace {
+std::mutex g_hook_mutex;
+std::shared_ptr<const std::function<void(const Request&)>> g_hook;  // set by tests only
+}  // namespace
+
+void internal::SetDispatchHookForTesting(std::function<void(const Request&)> hook) {
+  std::lock_guard<std::mutex> l(g_hook_mutex);
+  g_hook = hook ? std::make_shared<const std::function<void(const Request&)>>(std::move(hook)) : nullptr;
+}
+
 Response Server::Impl::Dispatch(Request& r) {
   Response resp;
   try {
+    std::shared_ptr<const std::function<void(const Request&)>> hook;
+    {
+      std::lock_guard<std::mutex> l(g_hook_mutex);
+      hook = g_hook;
+    }
+    if (hook) (*hook)(r);
     resp = Route(r);
   } catch (const std::exception& e) {
     spdlog::error("hubload serve: handler failed on {} {}: {}", r.method, r.path, e.what());

@@ -166,7 +166,8 @@ Status RefClash(const fs::path& repo_dir, const std::string& name) {
     size_t slash = name.find('/', start);
     p /= name.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     bool last = slash == std::string::npos;
-    if ((!last && fs::is_regular_file(p, ec)) || (last && fs::is_directory(p, ec)))
+    // An empty folder (left by a "a/b" deleted before empty parents were removed) holds no ref.
+    if ((!last && fs::is_regular_file(p, ec)) || (last && fs::is_directory(p, ec) && !fs::is_empty(p, ec)))
       return Status(Code::kConflict, "ref '" + name + "' clashes with the existing ref '" +
                                          p.lexically_relative(repo_dir / "refs").generic_string() + "'",
                     std::string(reason::kRefExists));
@@ -178,7 +179,20 @@ Status RefClash(const fs::path& repo_dir, const std::string& name) {
 
 Status WriteRef(const fs::path& repo_dir, const std::string& name, const std::string& commit) {
   HUBLOAD_RETURN_IF_ERROR(RefClash(repo_dir, name));
-  return util::AtomicWriteFile((repo_dir / "refs" / name).string(), commit);
+  std::error_code ec;
+  const fs::path file = repo_dir / "refs" / name;
+  if (fs::is_directory(file, ec)) fs::remove(file, ec);  // empty (RefClash): make room for the file
+  return util::AtomicWriteFile(file.string(), commit);
+}
+
+bool RemoveRef(const fs::path& repo_dir, const std::string& name, std::error_code& ec) {
+  const fs::path refs = repo_dir / "refs";
+  fs::path p = refs / name;
+  if (!fs::remove(p, ec) || ec) return false;
+  std::error_code e2;
+  for (p = p.parent_path(); p != refs && p.native().size() > refs.native().size(); p = p.parent_path())
+    if (!fs::is_empty(p, e2) || e2 || !fs::remove(p, e2)) break;
+  return true;
 }
 
 Result<std::string> Commit(const fs::path& root, const std::string& repo_id, const std::vector<Op>& ops,
@@ -188,7 +202,8 @@ Result<std::string> Commit(const fs::path& root, const std::string& repo_id, con
   ctx.revision = o.branch;
   if (!IsValidRepoId(repo_id)) return Status(Code::kInvalidArgument, "invalid repo_id '" + repo_id + "'", "", ctx);
   if (!IsSafeRefName(o.branch) || IsHexOf(o.branch, 40, 40))
-    return Status(Code::kInvalidArgument, "invalid branch name '" + o.branch + "'", "", ctx);
+    return Status(Code::kInvalidArgument, "invalid branch name '" + o.branch + "': " + NewRefNameProblem(o.branch),
+                  "", ctx);
   for (auto& op : ops)
     if (!IsCommittablePath(op.path))
       return Status(Code::kInvalidArgument,
@@ -210,9 +225,12 @@ Result<std::string> Commit(const fs::path& root, const std::string& repo_id, con
   fs::create_directories(repo_dir / "snapshots", ec);
   if (Status clash = RefClash(repo_dir, o.branch); !clash.ok()) return clash.Annotate(ctx);
   std::optional<std::string> head;
-  if (fs::exists(repo_dir / "refs" / o.branch, ec)) {
+  if (fs::is_regular_file(repo_dir / "refs" / o.branch, ec)) {
     head = ResolveRevision(repo_dir, o.branch);
     if (!head) return Status(Code::kIOError, "ref " + o.branch + " of " + repo_id + " is corrupt", "", ctx);
+  } else if (std::string why = GitRefNameProblem(o.branch); !why.empty()) {
+    return Status(Code::kInvalidArgument,
+                  "invalid branch name '" + o.branch + "': " + why + " (git check-ref-format)", "", ctx);
   }
   if (!o.parent_commit.empty()) {
     const std::string& pc = o.parent_commit;

@@ -45,8 +45,20 @@ bool IsSafeRepoPath(const std::string& path);
 /// at the commit call sites).
 bool IsCommittablePath(const std::string& path);
 /// Same as IsSafeRepoPath for a ref name ("main", "refs/pr/1", "v1.0"), plus
-/// git's forbidden characters (space ~ ^ : ? * [ and controls).
+/// git's forbidden characters (space ~ ^ : ? * [ and controls); every
+/// segment at most 200 bytes (room for the temporary suffix within NAME_MAX).
 bool IsSafeRefName(const std::string& ref);
+/// The rule of IsSafeRefName that `ref` breaks, for a 400 message ("no '..'",
+/// "a component is longer than 200 bytes", ...), or "" when it passes.
+std::string RefNameSafetyProblem(const std::string& ref);
+/// Why `name` cannot be a new branch or tag (IsSafeRefName, 40 hex digits,
+/// "HEAD", GitRefNameProblem), or "" when it can.
+std::string NewRefNameProblem(const std::string& name);
+/// For a new branch or tag name (which must also pass IsSafeRefName): the
+/// rule of git check-ref-format (and `git branch`) it breaks, or "" when none:
+/// a component starting with '.' or ending with ".lock", a name ending with
+/// '.' or starting with '-', the name "@". Existing refs are read without it.
+std::string GitRefNameProblem(const std::string& ref);
 /// ValidateRepoId (hubload/repo.h) passes.
 bool IsValidRepoId(const std::string& id);
 /// Web URL prefix of a repo type: "", "datasets/", "spaces/".
@@ -74,6 +86,12 @@ struct RepoSettings {
 /// Reads the settings; a missing or unreadable file gives defaults
 /// (present = false), a corrupt one defaults with a warning.
 RepoSettings LoadSettings(const fs::path& repo_dir);
+/// The text of a .hubload-repo.json (`doc` names it in errors) into *s.
+/// Errors: util::ParseJson's and util::JsonIn's (kInvalidFormat naming the
+/// field): private (bool), gated (string or bool), *_tokens_sha256 (arrays of
+/// strings), created_at (string), commits.<id>.{parent,title,message,date}
+/// and tags.<name>.message (strings). Absent or null fields keep defaults.
+Status ParseSettings(const std::string& text, const std::string& doc, RepoSettings* s);
 Status SaveSettings(const fs::path& repo_dir, const RepoSettings& s);
 
 // ---- reading a repo (store_read.cc) ----
@@ -161,5 +179,9 @@ Status InstallBlob(const fs::path& repo_dir, const fs::path& tmp_file, const std
 Status RefClash(const fs::path& repo_dir, const std::string& name);
 /// Writes refs/<name> = commit atomically (folders created); RefClash first.
 Status WriteRef(const fs::path& repo_dir, const std::string& name, const std::string& commit);
+/// Removes the ref file refs/NAME, then every parent folder up to refs/ that
+/// it leaves empty (so that a deleted "a/b" does not block a later "a").
+/// False (with `ec`) when the file could not be removed.
+bool RemoveRef(const fs::path& repo_dir, const std::string& name, std::error_code& ec);
 
 }  // namespace hubload::server::internal

@@ -48,8 +48,8 @@ std::vector<std::pair<std::string, std::string>> RefFiles(const fs::path& repo_d
 }
 
 Status CheckNewName(const std::string& name, const char* what, const ErrorContext& ctx) {
-  if (!IsSafeRefName(name) || IsHexOf(name, 40, 40) || name == "HEAD")
-    return Status(Code::kInvalidArgument, std::string("invalid ") + what + " name '" + name + "'", "", ctx);
+  if (std::string why = NewRefNameProblem(name); !why.empty())
+    return Status(Code::kInvalidArgument, std::string("invalid ") + what + " name '" + name + "': " + why, "", ctx);
   if (name.rfind("refs/", 0) == 0)
     return Status(Code::kInvalidArgument,
                   std::string("invalid ") + what + " name '" + name + "': names under refs/ are reserved", "", ctx);
@@ -100,9 +100,9 @@ Status CreateBranch(const std::string& root, const std::string& repo_id, const s
       std::lock_guard<std::mutex> lock(CommitMutex());
       RepoSettings s = LoadSettings(dir);
       std::error_code ec;
-      if (s.tags.count(branch) || (fs::exists(dir / "refs" / branch, ec) && !overwrite))
+      if (s.tags.count(branch) || (fs::is_regular_file(dir / "refs" / branch, ec) && !overwrite))
         return Status(Code::kConflict, "reference " + branch + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
-      if (fs::exists(dir / "refs" / branch, ec)) fs::remove(dir / "refs" / branch, ec);
+      if (fs::is_regular_file(dir / "refs" / branch, ec)) RemoveRef(dir, branch, ec);
     }
     return Commit(root, repo_id, {}, co, false).status();
   }
@@ -114,11 +114,11 @@ Status CreateBranch(const std::string& root, const std::string& repo_id, const s
   RepoSettings s = LoadSettings(dir);
   std::error_code ec;
   // overwrite without a starting point leaves an existing branch alone (@huggingface/hub createBranch).
-  if (overwrite && starting_point.empty() && !s.tags.count(branch) && fs::exists(dir / "refs" / branch, ec))
+  if (overwrite && starting_point.empty() && !s.tags.count(branch) && fs::is_regular_file(dir / "refs" / branch, ec))
     return Status::Ok();
   if (s.tags.count(branch))
     return Status(Code::kConflict, "a tag named " + branch + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
-  if (fs::exists(dir / "refs" / branch, ec) && !overwrite)
+  if (fs::is_regular_file(dir / "refs" / branch, ec) && !overwrite)
     return Status(Code::kConflict, "reference " + branch + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
   return WriteRef(dir, branch, commit);
 }
@@ -135,7 +135,7 @@ Status DeleteBranch(const std::string& root, const std::string& repo_id, const s
   if (!IsSafeRefName(branch) || branch.rfind("refs/", 0) == 0 || s.tags.count(branch) ||
       !fs::is_regular_file(dir / "refs" / branch, ec))
     return Status(Code::kRevisionNotFound, "branch " + branch + " not found in " + repo_id, "RevisionNotFound", ctx);
-  if (!fs::remove(dir / "refs" / branch, ec) || ec)
+  if (!RemoveRef(dir, branch, ec))
     return Status(Code::kIOError, "cannot delete branch " + branch + ": " + ec.message(), "", ctx);
   return Status::Ok();
 }
@@ -151,8 +151,10 @@ Status CreateTag(const std::string& root, const std::string& repo_id, const std:
   std::lock_guard<std::mutex> lock(CommitMutex());
   RepoSettings s = LoadSettings(dir);
   std::error_code ec;
-  if (s.tags.count(tag) || fs::exists(dir / "refs" / tag, ec))
+  if (s.tags.count(tag) || fs::is_regular_file(dir / "refs" / tag, ec))
     return Status(Code::kConflict, "reference " + tag + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
+  // A clash ("rel" beside "rel/1") is refused before the settings record the tag.
+  if (Status clash = RefClash(dir, tag); !clash.ok()) return clash.Annotate(ctx);
   if (s.created_at.empty()) s.created_at = NowIso8601();
   s.tags[tag] = message;
   HUBLOAD_RETURN_IF_ERROR(SaveSettings(dir, s));
@@ -167,7 +169,7 @@ Status DeleteTag(const std::string& root, const std::string& repo_id, const std:
   if (!s.tags.count(tag))
     return Status(Code::kRevisionNotFound, "tag " + tag + " not found in " + repo_id, "RevisionNotFound", ctx);
   std::error_code ec;
-  fs::remove(dir / "refs" / tag, ec);
+  RemoveRef(dir, tag, ec);
   s.tags.erase(tag);
   return SaveSettings(dir, s);
 }

@@ -9,12 +9,10 @@
 #include "util/json.h"
 
 namespace hubload::server::internal {
-namespace {
 
 using nlohmann::json;
 
-// Reads the settings; a field of the wrong type is an error naming it.
-Status Parse(const std::string& text, const std::string& doc, RepoSettings* s) {
+Status ParseSettings(const std::string& text, const std::string& doc, RepoSettings* s) {
   HUBLOAD_ASSIGN_OR_RETURN(json j, util::ParseJson(text, doc));
   util::JsonIn in(j, doc);
   HUBLOAD_RETURN_IF_ERROR(in.ExpectObject());
@@ -59,8 +57,6 @@ Status Parse(const std::string& text, const std::string& doc, RepoSettings* s) {
   return Status::Ok();
 }
 
-}  // namespace
-
 RepoSettings LoadSettings(const fs::path& repo_dir) {
   RepoSettings s;
   std::string path = (repo_dir / ".hubload-repo.json").string();
@@ -68,7 +64,7 @@ RepoSettings LoadSettings(const fs::path& repo_dir) {
   if (!text.ok()) return s;
   RepoSettings parsed;
   parsed.present = true;
-  Status st = Parse(*text, path, &parsed);
+  Status st = ParseSettings(*text, path, &parsed);
   if (!st.ok()) {
     spdlog::warn("hubload serve: ignoring corrupt settings: {}", st.message());
     s.present = true;  // still a store repo; access and history default
@@ -96,7 +92,7 @@ Status SaveSettings(const fs::path& repo_dir, const RepoSettings& s) {
   for (auto& [name, message] : s.tags) tags[name] = {{"message", message}};
   j["tags"] = std::move(tags);
   return util::AtomicWriteFile((repo_dir / ".hubload-repo.json").string(),
-                               j.dump(1, ' ', false, json::error_handler_t::replace));
+                               util::DumpJson(j, 1));
 }
 
 }  // namespace hubload::server::internal

@@ -72,13 +72,54 @@ bool IsSafeRepoPath(const std::string& path) { return ValidateRepoPath(path).ok(
 
 bool IsCommittablePath(const std::string& path) { return IsSafeRepoPath(path); }
 
-bool IsSafeRefName(const std::string& ref) {
-  if (!IsSafeRepoPath(ref)) return false;
+std::string RefNameSafetyProblem(const std::string& ref) {
+  if (auto st = ValidateRepoPath(ref); !st.ok()) {  // "unsafe file name '...' in repo: RULE": the rule
+    const std::string& m = st.message();
+    const size_t at = m.find(" in repo: ");
+    return at == std::string::npos ? m : m.substr(at + 10);
+  }
+  // A ref is a file under refs/ written through a temporary sibling
+  // ("<name>.tmp<random>"): every segment leaves room for that suffix within
+  // NAME_MAX (255), so a long name is a 400, not a failed write.
+  constexpr size_t kMaxRefSegmentBytes = 200;
+  for (size_t start = 0; start <= ref.size();) {
+    size_t end = ref.find('/', start);
+    if (end == std::string::npos) end = ref.size();
+    if (end - start > kMaxRefSegmentBytes) return "a component is longer than 200 bytes";
+    start = end + 1;
+  }
   for (char c : ref)
     if (static_cast<unsigned char>(c) < 0x20 || c == ' ' || c == '~' || c == '^' || c == ':' || c == '?' ||
         c == '*' || c == '[' || c == 0x7f)
-      return false;
-  return ref.find("..") == std::string::npos && ref.find("@{") == std::string::npos;
+      return "no control character, space, '~', '^', ':', '?', '*' or '['";
+  if (ref.find("..") != std::string::npos) return "no '..'";
+  if (ref.find("@{") != std::string::npos) return "no '@{'";
+  return "";
+}
+
+bool IsSafeRefName(const std::string& ref) { return RefNameSafetyProblem(ref).empty(); }
+
+std::string NewRefNameProblem(const std::string& name) {
+  if (std::string why = RefNameSafetyProblem(name); !why.empty()) return why;
+  if (IsHexOf(name, 40, 40)) return "40 hex digits are read as a commit id";
+  if (name == "HEAD") return "'HEAD' is reserved";
+  if (std::string why = GitRefNameProblem(name); !why.empty()) return why + " (git check-ref-format)";
+  return "";
+}
+
+std::string GitRefNameProblem(const std::string& ref) {
+  if (ref == "@") return "the name '@' is reserved";
+  if (!ref.empty() && ref[0] == '-') return "a name may not start with '-'";
+  if (!ref.empty() && ref.back() == '.') return "a name may not end with '.'";
+  for (size_t start = 0; start <= ref.size();) {
+    size_t end = ref.find('/', start);
+    if (end == std::string::npos) end = ref.size();
+    std::string_view seg(ref.data() + start, end - start);
+    if (!seg.empty() && seg[0] == '.') return "a component may not start with '.'";
+    if (seg.size() >= 5 && seg.substr(seg.size() - 5) == ".lock") return "a component may not end with '.lock'";
+    start = end + 1;
+  }
+  return "";
 }
 
 bool IsValidRepoId(const std::string& id) { return ValidateRepoId(id).ok(); }

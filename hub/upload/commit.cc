@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "hub/errors.h"
 #include "hub/answers.h"
 #include "hub/repo_urls.h"
 #include "hub/upload/upload_internal.h"
@@ -81,12 +82,12 @@ std::string CommitBody(const UploadFolderRequest& request, const std::vector<con
   std::string title = request.commit_message.empty() ? "Upload folder using hubload" : request.commit_message;
   json header{{"summary", title}, {"description", request.commit_description}};
   if (!request.parent_commit.empty()) header["parentCommit"] = request.parent_commit;
-  std::string body = json{{"key", "header"}, {"value", header}}.dump() + "\n";
-  for (const auto& d : deletions) body += json{{"key", "deletedFile"}, {"value", {{"path", d}}}}.dump() + "\n";
+  std::string body = util::DumpJson(json{{"key", "header"}, {"value", header}}) + "\n";
+  for (const auto& d : deletions) body += util::DumpJson(json{{"key", "deletedFile"}, {"value", {{"path", d}}}}) + "\n";
   for (const Item* it : ops) {
     json value = it->lfs ? json{{"path", it->path}, {"algo", "sha256"}, {"oid", it->sha256}, {"size", it->size}}
                          : json{{"path", it->path}, {"content", util::Base64Encode(it->content)}, {"encoding", "base64"}};
-    body += json{{"key", it->lfs ? "lfsFile" : "file"}, {"value", value}}.dump() + "\n";
+    body += util::DumpJson(json{{"key", it->lfs ? "lfsFile" : "file"}, {"value", value}}) + "\n";
   }
   return body;
 }
@@ -153,7 +154,7 @@ Result<std::string> CreateRepo(const Session& s, const std::string& repo_id, Rep
   HttpRequest hr;
   hr.method = "POST";
   hr.url = api;
-  hr.body = body.dump();
+  hr.body = util::DumpJson(body);
   hr.timeout_s = s.opt.upload_api_timeout_s;
   hr.max_retries = 0;  // once: a lost answer must not be sent twice
   hr.headers.emplace_back("Content-Type", "application/json");

@@ -22,20 +22,26 @@ void Progress::Start(UploadPhase phase, uint64_t total) {
   p_.bytes_done = 0;
   p_.bytes_total = total;
   p_.path_in_repo.clear();
+  p_.file_bytes_done = p_.file_bytes_total = 0;
+  file_done_.clear();
   if (rate_.Due(true)) Emit();
 }
 
-void Progress::Add(uint64_t n, const std::string& path) {
+void Progress::Add(uint64_t n, const std::string& path, uint64_t file_total) {
   std::lock_guard<std::mutex> l(mu_);
   p_.bytes_done += n;
-  if (!rate_.Due(p_.bytes_done >= p_.bytes_total)) return;
+  const uint64_t file_done = file_done_[path] += n;
+  if (!rate_.Due(p_.bytes_done >= p_.bytes_total || file_done >= file_total)) return;
   p_.path_in_repo = path;
+  p_.file_bytes_done = file_done;
+  p_.file_bytes_total = file_total;
   Emit();
 }
 
 void Progress::Finish() {
   std::lock_guard<std::mutex> l(mu_);
   p_.path_in_repo.clear();
+  p_.file_bytes_done = p_.file_bytes_total = 0;
   if (rate_.Due(true)) Emit();
 }
 
@@ -88,7 +94,7 @@ Status HashFile(Item& it, Progress& progress, FirstError& err) {
       it.sample.append(buf.data(), std::min<size_t>(static_cast<size_t>(n), kSampleBytes - it.sample.size()));
     sha.Update(buf.data(), static_cast<size_t>(n));
     total += static_cast<uint64_t>(n);
-    progress.Add(static_cast<uint64_t>(n), it.path);
+    progress.Add(static_cast<uint64_t>(n), it.path, it.size);
   }
   ::close(fd);
   if (!st.ok()) return st;

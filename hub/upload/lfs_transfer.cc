@@ -3,9 +3,11 @@
 #include <map>
 #include <set>
 
+#include "hub/errors.h"
 #include "hub/answers.h"
 #include "hub/repo_urls.h"
 #include "hub/upload/upload_internal.h"
+#include "util/json.h"
 #include "util/worker_pool.h"
 
 namespace hubload::hub_internal::upload {
@@ -56,13 +58,13 @@ Status CompleteObject(const Call& c, Object& o) {
     for (size_t i = 0; i < o.part_etags.size(); ++i)
       parts.push_back({{"partNumber", static_cast<int>(i + 1)}, {"etag", o.part_etags[i]}});
     nlohmann::json body{{"oid", o.oid}, {"parts", parts}};
-    auto r = c.Json("POST", o.upload_href, body.dump(), kLfsJson, false, true,
+    auto r = c.Json("POST", o.upload_href, util::DumpJson(body), kLfsJson, false, true,
                     "completing the multipart upload of '" + o.path + "' failed; no commit was made", o.path, kLfsJson);
     if (!r.ok()) return r.status();
   }
   if (!o.verify_href.empty()) {
     nlohmann::json body{{"oid", o.oid}, {"size", o.size}};
-    auto r = c.Json("POST", o.verify_href, body.dump(), "application/json", true, true,
+    auto r = c.Json("POST", o.verify_href, util::DumpJson(body), "application/json", true, true,
                     "verifying the upload of '" + o.path + "' failed; no commit was made", o.path);
     if (!r.ok()) return r.status();
   }
@@ -90,7 +92,7 @@ Status LfsBatch(const Call& c, std::vector<std::unique_ptr<Object>>& objects, st
                         {"hash_algo", "sha256"}};
     if (!req.create_pr) body["ref"] = {{"name", req.revision}};
     const std::string what = "LFS batch for repo " + req.repo_id;
-    HUBLOAD_ASSIGN_OR_RETURN(nlohmann::json ans, c.Json("POST", url, body.dump(), kLfsJson, true, true, what, "",
+    HUBLOAD_ASSIGN_OR_RETURN(nlohmann::json ans, c.Json("POST", url, util::DumpJson(body), kLfsJson, true, true, what, "",
                                                         kLfsJson));
     auto answered = ParseLfsBatch(ans, RedactUrl(url));
     if (!answered.ok()) return answered.status().Annotate(c.Ctx()).WithPrefix(what);
@@ -159,7 +161,7 @@ Status Transfer(const Call& c, std::vector<Object*>& to_send, Progress& progress
     Status st = Put(c, t);
     if (!st.ok()) return err.Set(st);
     sent += t.length;
-    progress.Add(t.length, t.obj->path);
+    progress.Add(t.length, t.obj->path, t.obj->size);
     if (t.obj->parts_left.fetch_sub(1) == 1) {
       Status done = CompleteObject(c, *t.obj);
       if (!done.ok()) err.Set(done);

@@ -6,6 +6,7 @@
 #include "hub/answers.h"
 #include "hub/upload/upload_internal.h"
 #include "util/base64.h"
+#include "util/json.h"
 
 namespace hubload::hub_internal::upload {
 
@@ -25,7 +26,7 @@ Status Preupload(const Call& c, std::vector<Item>& items) {
     nlohmann::json body{{"files", files}};
     const std::string what = "preupload for repo " + req.repo_id;
     HUBLOAD_ASSIGN_OR_RETURN(nlohmann::json ans,
-                             c.Json("POST", url, body.dump(), "application/json", true, true, what));
+                             c.Json("POST", url, util::DumpJson(body), "application/json", true, true, what));
     auto entries = ParsePreupload(ans, RedactUrl(url));
     if (!entries.ok()) return entries.status().Annotate(c.Ctx()).WithPrefix(what);
     std::set<std::string> seen;

@@ -8,6 +8,7 @@
 #include "hub/listing.h"
 #include "hub/upload/upload_internal.h"
 #include "util/file_io.h"
+#include "util/text.h"
 
 namespace hubload::hub_internal::upload {
 namespace fs = std::filesystem;
@@ -49,6 +50,22 @@ Result<std::vector<RepoFile>> RemoteFiles(const Session& s, const std::string& r
   return std::move(l.files);
 }
 
+// True when a regular file below the symlinked folder `dir` (not followed
+// further; at most 100000 entries looked at) would pass the patterns as
+// `rel`/..., i.e. when not entering the folder leaves out a file the upload wanted.
+bool SymlinkedFolderMatches(const fs::path& dir, const std::string& rel, const std::vector<std::string>& allow,
+                            const std::vector<std::string>& ignore) {
+  std::error_code ec;
+  size_t seen = 0;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator() && ++seen <= 100'000; it.increment(ec)) {
+    std::error_code e2;
+    if (!it->is_regular_file(e2)) continue;
+    if (MatchesPatterns(rel + "/" + it->path().lexically_relative(dir).generic_string(), allow, ignore)) return true;
+  }
+  return seen > 100'000;  // too large to tell: say it
+}
+
 }  // namespace
 
 bool LooksLikeLfsPointer(const std::string& path, uint64_t size) {
@@ -83,14 +100,19 @@ Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& req
     std::error_code ec2;
     if (!it->is_regular_file(ec2)) {  // files and symlinks to files
       std::string rel = it->path().lexically_relative(root).generic_string();
-      if (!MatchesPatterns(rel, {}, ignore)) continue;
       const std::string local = it->path().string();
       std::error_code e3;
       auto own = it->symlink_status(e3);
+      if (fs::is_symlink(own) && fs::is_directory(it->path(), e3)) {
+        // Named only when a file under it would have been uploaded had it been entered.
+        if (SymlinkedFolderMatches(it->path(), rel, request.allow_patterns, ignore))
+          skipped.push_back("skipped symlinked folder '" + local + "' (not entered)");
+        continue;
+      }
+      // Only what the allow/ignore patterns would have uploaded is worth a word.
+      if (!MatchesPatterns(rel, request.allow_patterns, ignore)) continue;
       if (fs::is_symlink(own) && !fs::exists(it->path(), e3))
         skipped.push_back("skipped dangling symlink '" + local + "'");
-      else if (fs::is_symlink(own) && fs::is_directory(it->path(), e3))
-        skipped.push_back("skipped symlinked folder '" + local + "' (not entered)");
       else if (fs::is_fifo(own) || fs::is_socket(own) || fs::is_block_file(own) || fs::is_character_file(own) ||
                (fs::is_symlink(own) && !fs::is_directory(it->path(), e3)))
         skipped.push_back("skipped '" + local + "': not a regular file (FIFO, socket or device)");
@@ -107,10 +129,12 @@ Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& req
   std::sort(adds.begin(), adds.end(),
             [](const CommitAdd& a, const CommitAdd& b) { return a.path_in_repo < b.path_in_repo; });
 
+  // What was skipped explains an empty commit (e.g. a folder holding only a dangling link).
+  const std::string why_empty = skipped.empty() ? "" : " (" + util::JoinCut(skipped, 5) + ")";
   if (adds.empty() && request.delete_patterns.empty())
     return Status(Code::kInvalidArgument,
                   "nothing to upload from '" + request.folder + "' to " + request.repo_id +
-                      ": no file matches the allow/ignore patterns and no delete pattern is given",
+                      ": no file matches the allow/ignore patterns and no delete pattern is given" + why_empty,
                   "EmptyCommit");
   if (request.create_repo) {
     auto url = CreateRepo(s, request.repo_id, request.repo_type, request.private_repo);
@@ -135,7 +159,7 @@ Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& req
   if (adds.empty() && deletions.empty())
     return Status(Code::kInvalidArgument,
                   "nothing to upload from '" + request.folder + "' to " + request.repo_id +
-                      ": no file matches the allow/ignore patterns and nothing is to be deleted",
+                      ": no file matches the allow/ignore patterns and nothing is to be deleted" + why_empty,
                   "EmptyCommit");
   UploadFolderRequest r = request;
   if (r.commit_message.empty()) r.commit_message = "Upload folder using hubload";

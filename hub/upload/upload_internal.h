@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -56,7 +57,8 @@ class Progress {
  public:
   explicit Progress(const UploadCallbacks* cb) : cb_(cb) {}
   void Start(UploadPhase phase, uint64_t total);
-  void Add(uint64_t n, const std::string& path);
+  /// `n` more bytes of the file `path` (`file_total` bytes in this phase).
+  void Add(uint64_t n, const std::string& path, uint64_t file_total);
   void Finish();
 
  private:
@@ -64,6 +66,7 @@ class Progress {
   const UploadCallbacks* cb_;
   std::mutex mu_;
   UploadProgress p_;
+  std::map<std::string, uint64_t> file_done_;  // per path, this phase
   util::RateLimiter rate_;
 };
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -146,9 +147,16 @@ class RepoCache {
   /// <cache>/.locks/models--org--name/<etag>.lock
   std::string LockPath(std::string_view etag) const;
 
-  /// Commit stored in refs/<revision> (trailing whitespace trimmed), nullopt
-  /// when absent or not a commit hash. Never fails.
+  /// Commit stored in refs/<revision> (surrounding whitespace trimmed),
+  /// nullopt when absent, a folder, unreadable or not a commit hash. Never fails.
   std::optional<std::string> ReadRef(std::string_view revision) const;
+  /// ReadRef telling a corrupt ref from an absent one: nullopt when
+  /// refs/<revision> does not exist or is a folder (the refs of branches
+  /// "<revision>/...": not a ref, as huggingface_hub's isfile check); error
+  /// kInvalidFormat, reason "CorruptRef", naming the file (ErrorContext::file)
+  /// when it exists but cannot be read, is over 4 KiB or does not hold a
+  /// 40-hex commit. Never throws. Thread safety: reads only.
+  Result<std::optional<std::string>> ReadRefChecked(std::string_view revision) const;
   /// Atomically writes refs/<revision> = commit (temp + rename), only if it
   /// differs. kInvalidArgument for a bad revision/commit, kIOError/kDiskFull.
   Status WriteRef(std::string_view revision, std::string_view commit) const;
@@ -179,8 +187,14 @@ class RepoCache {
   Result<std::string> LinkSnapshot(std::string_view commit, std::string_view path_in_repo, std::string_view etag,
                                    bool use_symlinks = true, bool new_blob = false) const;
 
-  /// Creates the empty .no_exist/<commit>/<path> marker. Errors: kIOError.
+  /// Creates the empty .no_exist/<commit>/<path> marker, as huggingface_hub's
+  /// hf_hub_download does on a 404 EntryNotFound (an entry of another kind
+  /// there, a symlink or a non-empty file, is replaced). Errors: kIOError.
   Status MarkNoExist(std::string_view commit, std::string_view path_in_repo) const;
+  /// True when .no_exist/<commit>/<path> is the empty regular file
+  /// huggingface_hub writes. A folder there (markers of paths below) or
+  /// nothing: false. Anything else (a symlink, a non-empty file, a fifo) is
+  /// ignored with one warning naming it: false. Never fails.
   bool IsMarkedNoExist(std::string_view commit, std::string_view path_in_repo) const;
 
  private:
@@ -265,10 +279,13 @@ class BlobWriter {
 /// partial carries a small journal (magic, chunk size, size, bytes written per
 /// chunk), so a run killed at any point resumes every chunk where it stopped;
 /// Commit() cuts the journal off before the rename. The sha256 is computed while
-/// the bytes arrive: whichever Append extends the contiguous written prefix
-/// hashes it (from its own buffer when it is the next byte, else by reading the
-/// already-written chunks back from the page cache); Commit() hashes whatever
-/// is left. Memory: one 1 MiB buffer per chunk being written.
+/// the bytes arrive: bytes that extend the contiguous written prefix are hashed
+/// from memory by the Append that wrote them; chunks written ahead of the
+/// prefix are read back from the page cache and hashed by the writer's own
+/// hasher thread (so connection threads go back to the network); Commit()
+/// hashes whatever is left. Writes are >= 1 MiB: smaller pieces go through a
+/// 1 MiB buffer, a piece of 1 MiB or more is written as it is. Memory: one
+/// 1 MiB buffer per chunk being written; one thread per open writer.
 ///
 /// Thread safety: Append/FinishChunk may be called concurrently for different
 /// chunks; Open/Restart/Commit/Discard are called with no Append running.
@@ -386,6 +403,21 @@ struct VerifyReport {
   std::vector<std::string> extra;    // in the folder but not listed
 };
 
+/// Where VerifyFolder is, for progress displays.
+struct VerifyProgress {
+  std::string path;              // path in repo of the file being hashed
+  uint64_t file_bytes_done = 0;  // bytes of `path` hashed so far
+  uint64_t file_bytes_total = 0; // its listed size
+  uint64_t bytes_done = 0;       // bytes hashed (or skipped: absent, size differs) of every listed file so far
+  uint64_t bytes_total = 0;      // sum of the listed sizes of `expected`
+  size_t files_done = 0;         // listed files checked so far
+  size_t files_total = 0;
+};
+/// Called on VerifyFolder's (the calling) thread, so calls are serialised:
+/// after every 1 MiB block hashed and once at the end of each listed file
+/// (file_bytes_done = file_bytes_total then); not rate-limited further.
+using VerifyProgressCallback = std::function<void(const VerifyProgress&)>;
+
 /// huggingface_hub 1.x `hf cache verify`: checks every file of `expected`
 /// under `folder` (a snapshot folder, symlinks followed, or a local_dir):
 /// the size, then the sha256 of LFS files and the git blob sha1 of the
@@ -393,7 +425,9 @@ struct VerifyReport {
 /// local_dir metadata folder .cache/huggingface/ is skipped. Reads files
 /// once each, one at a time. kNotFound when `folder` does not exist; an
 /// unsafe listed path (ValidateRepoPath) is kInvalidArgument. Thread-safe.
-Result<VerifyReport> VerifyFolder(const std::string& folder, const std::vector<ExpectedFile>& expected);
+/// `on_progress` (optional) follows the bytes hashed, see VerifyProgressCallback.
+Result<VerifyReport> VerifyFolder(const std::string& folder, const std::vector<ExpectedFile>& expected,
+                                  const VerifyProgressCallback& on_progress = {});
 
 /// Lowercase hex sha256 of a whole file (util::Sha256File). IoError's if unreadable.
 Result<std::string> Sha256File(const std::string& path);

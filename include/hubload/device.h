@@ -32,6 +32,7 @@
 #include "hubload/safetensors.h"
 #include "hubload/size.h"
 #include "hubload/status.h"
+#include "hubload/target_dtype.h"
 
 namespace hubload {
 
@@ -266,12 +267,17 @@ struct DeviceTensor {
   void* data = nullptr;           // device pointer (host pointer for Device cpu; null when bytes == 0)
   uint64_t bytes = 0;             // bytes at `data` (after conversion)
   Dtype source_dtype = Dtype::F32;  // dtype in the checkpoint
+  /// Non-empty: an alias restored from the checkpoint metadata ("removed":
+  /// "kept", huggingface_hub save_torch_state_dict): this entry is the
+  /// removed name and shares `data` with the tensor named here, which owns it.
+  std::string alias_of;
 };
 
 /// Tensors on devices plus the backend that frees them. Move-only. On
 /// destruction (or move-assignment over it) device tensors are freed with
 /// backend()->free_device and Device::kCpu tensors with std::free (so code
-/// that appends cpu tensors allocates them with std::malloc/aligned_alloc).
+/// that appends cpu tensors allocates them with std::malloc/aligned_alloc);
+/// alias entries (DeviceTensor::alias_of) are not freed on their own.
 /// Not synchronised: one thread at a time.
 class DeviceStateDict {
  public:
@@ -309,11 +315,12 @@ struct StagingOptions {
   /// through ring buffer k % num_buffers on stream k % num_streams.
   int num_streams = 2;
   /// Convert floating-point tensors (BF16/F16/F8_E4M3/F8_E5M2/F32) to this
-  /// dtype (F32, F16 or BF16) on the device (a device scratch buffer per ring
-  /// slot receives the raw piece; DeviceBackend::convert_async writes the
-  /// tensor); nullopt keeps the checkpoint dtype. Other dtypes (F64, F8_E8M0,
-  /// integers, ...) are copied as they are.
-  std::optional<Dtype> target_dtype;
+  /// dtype on the device (a device scratch buffer per ring slot receives the
+  /// raw piece; DeviceBackend::convert_async writes the tensor); kAuto keeps
+  /// the checkpoint dtype. Other dtypes (F64, F8_E8M0, integers, ...) are
+  /// copied as they are. The device pipeline sets it from the request's
+  /// LoadOptions::dtype (one knob).
+  TargetDtype target_dtype = TargetDtype::kAuto;
 };
 
 /// Reads `bytes` bytes at `offset` of a shard into `dst`; the staging loader
@@ -337,7 +344,7 @@ class StagingLoader {
   /// when converting, the device scratch buffers) are created on first use
   /// of each device and kept until the loader is destroyed. Errors:
   /// kInvalidArgument reason InvalidOptions (null backend, buffer_bytes < 8,
-  /// num_buffers < 2, num_streams < 2, target_dtype not F32/F16/BF16); the
+  /// num_buffers < 2, num_streams < 2); the
   /// backend's allocation errors.
   static Result<std::unique_ptr<StagingLoader>> Create(std::shared_ptr<DeviceBackend> backend,
                                                        StagingOptions options);

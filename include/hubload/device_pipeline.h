@@ -63,9 +63,10 @@ struct DeviceLoadOptions {
   /// map or `device` name (limits from max_memory, else unlimited), with a
   /// warning.
   std::shared_ptr<DeviceBackend> backend;
-  /// Staging ring and dtype conversion (device.h). `target_dtype` unset:
-  /// taken from `PretrainedRequest::load.dtype` (kAuto = keep the checkpoint
-  /// dtype; unlike the CPU loader, float8 tensors stay float8 under kAuto).
+  /// Staging ring (device.h). Its `target_dtype` is ignored here: the
+  /// conversion target is `PretrainedRequest::load.dtype`, as on the CPU path
+  /// (kAuto = keep the checkpoint dtype; unlike the CPU loader, float8
+  /// tensors stay float8 under kAuto).
   /// With a target dtype, num_buffers x buffer_bytes of each GPU's free
   /// memory are kept out of the plan (the loader's conversion scratch).
   StagingOptions staging;

@@ -101,6 +101,19 @@ Result<DistEnv> EnvFromEnvironment();
 /// non-empty. kInvalidArgument naming the field and value.
 Status Validate(const DistEnv& env);
 
+/// Where this node's prefetch is, for progress displays (DistOptions::on_progress).
+struct DistProgress {
+  std::string path;              // path in repo of the file that advanced
+  uint64_t file_bytes_done = 0;  // its bytes in this node's cache (downloaded or received) so far
+  uint64_t file_bytes_total = 0; // its size
+  /// Bytes of the job's transferred files (those some node lacked) that this
+  /// node's cache holds so far, and their total size (the same on every rank).
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+  size_t files_done = 0;  // of those files, complete in this node's cache
+  size_t files_total = 0;
+};
+
 struct DistOptions {
   DistEnv env;
   /// Longest wait for the rendezvous, a store key, one broadcast chunk or the
@@ -124,6 +137,12 @@ struct DistOptions {
   /// ("KILL" or "STOP").
   int64_t fault_kill_after_chunks = -1;
   int fault_signal = 9;  // SIGKILL
+  /// Progress of this node's cache (optional). Called on node leaders only
+  /// (LOCAL_RANK 0: the ranks that move bytes), from the download workers
+  /// (as DownloadCallbacks::on_file_progress, about 10 times a second) and the
+  /// broadcast loop (once per chunk received), and once per file complete;
+  /// calls are serialised by a mutex. Keep it short: it runs inside the transfer.
+  std::function<void(const DistProgress&)> on_progress;
 };
 
 /// What to prefetch: huggingface_hub snapshot_download's selection.
@@ -205,7 +224,9 @@ using TensorCallback =
 /// warnings, pickle refusal), the job prefetches the weights files as
 /// Prefetch does, and every rank runs the same load driver over its node
 /// cache (index check, aliases, report), handing this rank the tensors
-/// passing `filter` as each shard lands in the node cache.
+/// passing `filter` as each shard lands in the node cache, then each alias
+/// (the removed name with the kept tensor, `shard_path` the kept tensor's)
+/// whose both names pass `filter`.
 /// Memory: one shard mapped at a time by this rank plus what the callback
 /// keeps, and one broadcast chunk per leader. `on_tensor` may be null (only
 /// digests/counts are produced). Errors: those of Prefetch, ResolveWeights,

@@ -39,7 +39,8 @@
 namespace hubload {
 
 struct ClientOptions {
-  /// endpoint, token, cache_dir, offline. The library reads no environment:
+  /// endpoint, token, cache_dir, offline, the metadata and download timeouts
+  /// (etag_timeout_s, download_timeout_s). The library reads no environment:
   /// pass HubConfig::FromEnvironment() for huggingface_hub's defaults (the CLI
   /// does). An empty cache_dir is allowed for calls that need no cache
   /// (uploads, ListFiles/ResolveCommit without fallback, ReadRange, local_dir
@@ -75,15 +76,6 @@ struct ClientOptions {
   std::shared_ptr<HttpTransport> transport;
   TransportOptions transport_options;
   RetryPolicy retry;
-  /// Limit of one metadata request (HEAD, revision, tree page), seconds
-  /// (huggingface_hub HF_HUB_ETAG_TIMEOUT, default 10 s). A Hub that does not
-  /// answer within it counts as unreachable (cache fallback, see HubClient).
-  double etag_timeout_s = 10;
-  /// A download that receives no byte for this many seconds is stalled
-  /// (Code::kNetwork "Stalled", then resumed with Range up to
-  /// max_resume_attempts times); huggingface_hub HF_HUB_DOWNLOAD_TIMEOUT,
-  /// default 10 s.
-  double download_timeout_s = 10;
   /// Longest wait for another process's lock on a blob, seconds.
   double lock_timeout_s = 600;
   /// How blob locks exclude other holders (flock, or leases where the file
@@ -129,18 +121,6 @@ struct RepoListing {
   /// reached (one line naming the commit and why), for callers' reports;
   /// also logged once.
   std::vector<std::string> warnings;
-};
-
-struct FileRequest {
-  std::string repo_id;           // "org/name" or legacy "name"
-  std::string filename;          // path in repo, may include a subfolder
-  std::string revision = "main"; // branch, tag, "refs/pr/N" or 40-hex commit
-  RepoType repo_type = RepoType::kModel;
-  /// When set: huggingface_hub local_dir mode — the file is written to
-  /// <local_dir>/<filename> with .cache/huggingface/download/<filename>.metadata.
-  std::string local_dir;
-  /// Re-download even if cached (the blob is replaced only after verification).
-  bool force_download = false;
 };
 
 /// The partial file of one download, as its bytes land (streaming loads).
@@ -189,6 +169,24 @@ struct DownloadCallbacks {
   const std::atomic<bool>* cancel_flag = nullptr;
 };
 
+struct FileRequest {
+  std::string repo_id;           // "org/name" or legacy "name"
+  std::string filename;          // path in repo, may include a subfolder
+  std::string revision = "main"; // branch, tag, "refs/pr/N" or 40-hex commit
+  RepoType repo_type = RepoType::kModel;
+  /// When set: huggingface_hub local_dir mode — the file is written to
+  /// <local_dir>/<filename> with .cache/huggingface/download/<filename>.metadata.
+  std::string local_dir;
+  /// Re-download even if cached (the blob is replaced only after verification).
+  bool force_download = false;
+  /// Progress of this file's transfer, as DownloadFiles reports it
+  /// (on_progress, on_bytes_received, on_file_progress, on_file_bytes, and
+  /// cancellation through `cancelled` / `cancel_flag`); a file served from the
+  /// cache may report nothing. on_file_done is not used (the path is the
+  /// result).
+  DownloadCallbacks callbacks;
+};
+
 struct SnapshotRequest {
   std::string repo_id;
   std::string revision = "main";
@@ -209,8 +207,6 @@ struct SnapshotRequest {
 /// huggingface_hub filter_repo_objects on one path (see SnapshotRequest).
 bool MatchesPatterns(const std::string& path, const std::vector<std::string>& allow_patterns,
                      const std::vector<std::string>& ignore_patterns);
-/// fnmatch.fnmatchcase: `*` (any run, crossing '/'), `?`, `[seq]`, `[!seq]`.
-bool FnMatch(std::string_view pattern, std::string_view name);
 
 /// Percent-encoding as huggingface_hub: EncodeRevision = quote(rev, safe="")
 /// ("refs/pr/1" → "refs%2Fpr%2F1"); EncodePath = quote(path) with '/' kept
@@ -281,7 +277,7 @@ class HubClient {
   /// EntryNotFound), as huggingface_hub does, with one warning naming the
   /// commit; when such a cached copy exists the metadata request is sent
   /// once (no retry rounds), so a refused connection falls back at once and a
-  /// silent server after ClientOptions::etag_timeout_s.
+  /// silent server after ClientOptions::config.etag_timeout_s.
   Result<std::string> Download(const FileRequest& req) const;
 
   /// Reads bytes [offset, offset + length) of `req.filename` at `req.revision`
@@ -298,13 +294,16 @@ class HubClient {
 
   /// Commit id `revision` currently points to (GET /api/{type}s/{repo}/revision/{rev});
   /// a 40-hex revision is returned as is without a request. Offline: the
-  /// cached ref, else kOfflineMiss (naming a ref file that is corrupt).
+  /// cached ref, else kOfflineMiss (naming a ref file that is corrupt; a
+  /// refs/<revision> folder, the refs of "<revision>/..." branches, is no ref).
+  /// Online, a corrupt refs/<revision> is ignored with one warning naming the
+  /// file and rewritten from the answer (this, Download, ListFiles, Snapshot).
   ///
   /// Unreachable Hub (this and ListFiles, DownloadFiles, Snapshot, as
   /// huggingface_hub snapshot_download): when refs/<revision> names a commit
   /// whose snapshot the cache holds (with the files the call needs), the
   /// metadata request is sent without retries and, if it fails with a
-  /// connection error, a timeout (etag_timeout_s), 5xx, 401/403, 429,
+  /// connection error, a timeout (config.etag_timeout_s), 5xx, 401/403, 429,
   /// RepoNotFound/Gated or a malformed answer, the cached commit is used with
   /// one warning naming it. RevisionNotFound/EntryNotFound are never masked.
   /// Without such a snapshot the error is returned as before (after retries).
@@ -318,8 +317,12 @@ class HubClient {
   /// Offline, or when the Hub cannot be reached (see ResolveCommit; then
   /// RepoListing::warnings says so): trees/<commit>.json, else the snapshot
   /// folder (sizes from the blobs; blob_id/lfs_sha256 from the blob names).
+  /// `keep_in_cache` false: nothing is written into the cache (no
+  /// trees/<commit>.json, no refs/<revision>, no folder, no CACHEDIR.TAG),
+  /// for read-only callers (a dry run, a verification; huggingface_hub's
+  /// dry_run writes nothing either).
   Result<RepoListing> ListFiles(const std::string& repo_id, const std::string& revision,
-                                RepoType repo_type = RepoType::kModel) const;
+                                RepoType repo_type = RepoType::kModel, bool keep_in_cache = true) const;
 
   /// Downloads `paths` at `revision`, given in load order: the connections
   /// (up to options().max_workers, adaptive, see ClientOptions::connections)
@@ -342,6 +345,12 @@ class HubClient {
   /// req.max_workers connections); returns the snapshot folder (or local_dir).
   /// Offline: the cached snapshot when every selected file is present, else
   /// kOfflineMiss reason "IncompleteSnapshot" listing what is missing.
+  /// Corrupt trees/<commit>.json (does not parse, a wrong type, an unsafe
+  /// path): one warning naming the file, then as huggingface_hub's
+  /// _tree_cache.py, which treats it as absent: online the tree is fetched
+  /// and the file rewritten; offline the snapshot folder is the listing, so
+  /// the completeness check above, which needs the tree, cannot run and the
+  /// folder is returned as it is (never an abort, never a write).
   Result<std::string> Snapshot(const SnapshotRequest& req) const;
 
   // ---- uploads (hubload/upload.h for the protocol and the errors) ----
@@ -402,10 +411,5 @@ class HubClient {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
-
-/// Maps an HTTP error answer to a Status the way huggingface_hub
-/// hf_raise_for_status does (X-Error-Code first, then status). `ctx` is
-/// completed with http_status, request_id, error_code. For 2xx/3xx returns OK.
-Status StatusFromHttp(int http_status, const HttpHeaders& headers, const std::string& body, ErrorContext ctx);
 
 }  // namespace hubload

@@ -20,14 +20,13 @@
 
 #include "hubload/cache.h"
 #include "hubload/resolve.h"
+#include "hubload/target_dtype.h"
 #include "hubload/status.h"
 
 namespace hubload {
 
-/// Target dtype for floating tensors. kAuto keeps the checkpoint dtype (B30:
-/// a bf16 checkpoint stays bf16, no silent fp32 upcast). Integer and bool
-/// tensors are never converted.
-enum class TargetDtype { kAuto, kF32, kF16, kBF16 };
+// TargetDtype (the one target dtype type, also used by the device staging
+// ring) and TargetDtypeToDtype: hubload/target_dtype.h.
 
 /// "auto", "fp32"/"float32"/"F32", "fp16"/"float16"/"F16",
 /// "bf16"/"bfloat16"/"BF16" -> TargetDtype (transformers torch_dtype spellings).

@@ -68,7 +68,9 @@ struct PretrainedCallbacks {
   /// Every tensor, on the loader thread (one thread, never concurrently with
   /// itself), as soon as its bytes are in the cache (provisional until the
   /// call returns OK), file order within a shard, the earliest readable shard
-  /// first.
+  /// first. After the last shard, each alias of the checkpoint (metadata
+  /// "removed": "kept", huggingface_hub save_torch_state_dict) is delivered
+  /// as `removed` with the kept tensor itself (info.aliases names them).
   /// A non-OK return stops the load: it cancels the downloads and is returned
   /// by FetchAndLoad (prefixed with the tensor name).
   std::function<Status(const std::string& name, at::Tensor tensor)> on_tensor;

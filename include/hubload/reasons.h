@@ -50,6 +50,10 @@ inline constexpr std::string_view kBadJson = "BadJson";
 /// JSON whose field has the wrong type, range or shape, or is missing.
 inline constexpr std::string_view kBadJsonField = "BadJsonField";
 
+// ---- distributed (loader/distributed) ---------------------------------------
+/// A rank of the job failed (its error record, or a malformed one, is the message).
+inline constexpr std::string_view kJobFailed = "JobFailed";
+
 // ---- server (hubload serve) -------------------------------------------------
 /// A request body or query string the server cannot accept (answered 400).
 inline constexpr std::string_view kBadRequestBody = "BadRequestBody";

@@ -44,13 +44,14 @@ Status ValidateRepoId(std::string_view repo_id);
 ///  - relative and '/'-separated: not empty, no leading '/', no backslash,
 ///    no Windows drive ("C:x", "C:\\x") or UNC form;
 ///  - no empty, "." or ".." segment (so no trailing '/', no "a//b");
+///  - valid UTF-8 (the Hub's API carries paths in JSON strings);
 ///  - no NUL, no other control character (< 0x20) and no DEL (0x7f);
 ///  - at most 4096 bytes in all and 255 bytes per segment (Linux PATH_MAX /
 ///    NAME_MAX: longer names could never be written);
 ///  - no segment equal to ".git" or ".cache" (case-sensitive like the Hub
 ///    and huggingface_hub: ".gitattributes", ".github", ".Git" are allowed).
-/// Errors: kInvalidArgument, message naming the path (control characters
-/// shown as \xNN) and the rule; reason "UnsafePath" for the structural rules,
+/// Errors: kInvalidArgument, message naming the path (control characters,
+/// and every byte >= 0x80 of a path that is not UTF-8, shown as \xNN) and the rule; reason "UnsafePath" for the structural rules,
 /// "ForbiddenFolder" (reason::kForbiddenFolder) for a ".git" / ".cache"
 /// segment, checked after the structural rules.
 Status ValidateRepoPath(std::string_view path);

@@ -97,6 +97,17 @@ struct ConvertedTensorBytes {
 using TensorBytesConverter = std::function<Result<ConvertedTensorBytes>(
     const safetensors::SafetensorsFile& file, const safetensors::TensorInfo& info, safetensors::Dtype to)>;
 
+/// Where ReshardCheckpoint is, for progress displays.
+struct ReshardProgress {
+  std::string file;              // output shard being written (basename)
+  uint64_t file_bytes_done = 0;  // its tensor bytes written so far
+  uint64_t file_bytes_total = 0; // its tensor bytes
+  uint64_t bytes_done = 0;       // tensor bytes written of every output shard so far
+  uint64_t bytes_total = 0;      // tensor bytes of the output (ReshardResult::total_size)
+  size_t files_done = 0;         // output shards complete (renamed into place)
+  size_t files_total = 0;
+};
+
 struct ReshardOptions {
   /// huggingface_hub max_shard_size in bytes (> 0): a shard's tensor bytes stay
   /// within it unless one tensor alone is larger (then it is a shard of its own).
@@ -113,6 +124,11 @@ struct ReshardOptions {
   std::optional<safetensors::Dtype> float_dtype;
   /// Required with float_dtype (the CLI passes LibTorch's LoadTensor).
   TensorBytesConverter convert;
+  /// Progress (optional), called on the calling thread (calls are serialised):
+  /// once before the first byte of each output shard, after every 64 MiB piece
+  /// and every tensor written, and once when the shard is in place; not
+  /// rate-limited further. Bytes are tensor bytes (headers not counted).
+  std::function<void(const ReshardProgress&)> on_progress;
 };
 
 /// A resolved source checkpoint (local files), e.g. from the load driver's

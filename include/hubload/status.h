@@ -15,6 +15,7 @@
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace hubload {
 
@@ -81,6 +82,10 @@ struct ErrorContext {
   int http_status = 0;
   std::string request_id;  // X-Request-Id
   std::string error_code;  // X-Error-Code as sent by the Hub
+  /// The full list a message cuts ("a, b, c ... and 159 more", util::JoinCut):
+  /// e.g. every missing shard of an index. Empty when the message lists all.
+  /// The CLI's --json error output prints it whole.
+  std::vector<std::string> names;
 };
 
 class [[nodiscard]] Status {
@@ -127,6 +132,7 @@ class [[nodiscard]] Status {
     if (c.http_status == 0) c.http_status = ctx.http_status;
     fill(c.request_id, ctx.request_id);
     fill(c.error_code, ctx.error_code);
+    if (c.names.empty()) c.names = ctx.names;
     return s;
   }
 

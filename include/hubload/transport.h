@@ -8,8 +8,10 @@
 //    so that `Authorization` is dropped whenever the host (or scheme/port)
 //    changes (field failure B06), user agent `hubload/<version>`.
 //  - MakeRetryingTransport(): exponential backoff with jitter on connection
-//    errors, 408, 429 (honouring `Retry-After`) and 5xx, bounded in count and
-//    in total time (huggingface_hub utils/_http.py: _http_backoff_base).
+//    errors, 408, 429 (honouring `RateLimit` and `Retry-After`; every worker
+//    pauses together, see RetryPolicy::max_rate_limit_wait_s) and 5xx,
+//    bounded in count and in total time (huggingface_hub utils/_http.py:
+//    _http_backoff_base).
 //
 // Non-2xx answers are NOT errors at this layer: Send() returns the response and
 // the caller classifies it (hub/ maps X-Error-Code and status to Code values).
@@ -196,9 +198,24 @@ struct RetryPolicy {
   int max_unreachable_retries = 3;
   double unreachable_backoff_s = 0.5;
   double max_unreachable_total_s = 10.0;
-  /// `Retry-After: <seconds>` on 429/503 replaces the computed backoff
-  /// (capped at max_total_s); HTTP-date values fall back to the backoff.
+  /// The wait a 429/503 announces replaces the computed backoff, read as
+  /// huggingface_hub http_backoff does: `RateLimit: "<group>";r=0;t=<s>`
+  /// first, then `Retry-After` as delay-seconds or as an HTTP-date (+1 s:
+  /// dates have whole-second resolution). A 503's wait counts against
+  /// max_total_s.
   bool honour_retry_after = true;
+  /// 429 (field failure B38): the answer closes a gate shared by every
+  /// request of this transport to the same rate-limit group (origin plus
+  /// "resolvers" for /resolve/ and /raw/ paths, "api" for /api/, the origin
+  /// alone otherwise), so all workers pause together until the reset instead
+  /// of each burning its retries; a request that meets a closed gate waits
+  /// without taking a retry. A 429 takes one retry but no time from
+  /// max_total_s. When the announced wait is longer than this many seconds
+  /// the request fails at once (no sleep), and so does every request to the
+  /// group until the reset: the 429 answer is returned, which the Hub client
+  /// turns into Code::kRateLimited naming the wait, the group and its quota.
+  /// A request with max_retries == 0 never waits at a closed gate either.
+  double max_rate_limit_wait_s = 60.0;
   /// Sleep hook, seconds; null = std::this_thread::sleep_for. Tests record it.
   std::function<void(double)> sleep;
 };
@@ -239,14 +256,5 @@ std::shared_ptr<HttpTransport> MakeRetryingTransport(std::shared_ptr<HttpTranspo
 /// URL safe to log or put in an error: userinfo and the query string removed
 /// ("http://u:pw@h/p?X-Amz-Signature=s" → "http://h/p"). Never fails.
 std::string RedactUrl(std::string_view url);
-
-/// Lower-cased "scheme://host:port" of an absolute URL (port made explicit),
-/// empty when not parseable. Two URLs with different origins never share
-/// Authorization.
-std::string UrlOrigin(std::string_view url);
-
-/// Resolves a Location value against the URL it came from (RFC 3986 §5:
-/// absolute, scheme-relative "//h/p", absolute-path "/p", relative "p").
-std::string ResolveUrl(std::string_view base, std::string_view location);
 
 }  // namespace hubload

@@ -79,6 +79,11 @@ struct UploadProgress {
   uint64_t bytes_total = 0;
   /// Path in repo of the file that just advanced ("" for phase changes).
   std::string path_in_repo;
+  /// That file's bytes hashed / acknowledged so far and its bytes in this
+  /// phase (its size); 0 and 0 with no path. The call that completes a file
+  /// (file_bytes_done == file_bytes_total) is never skipped by the rate limit.
+  uint64_t file_bytes_done = 0;
+  uint64_t file_bytes_total = 0;
 };
 
 struct UploadCallbacks {

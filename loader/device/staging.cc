@@ -194,10 +194,6 @@ Result<std::unique_ptr<StagingLoader>> StagingLoader::Create(std::shared_ptr<Dev
     return Invalid("num_buffers must be >= 2, got " + std::to_string(options.num_buffers), "InvalidOptions");
   if (options.num_streams < 2)
     return Invalid("num_streams must be >= 2, got " + std::to_string(options.num_streams), "InvalidOptions");
-  if (options.target_dtype && !device_internal::IsConversionTarget(*options.target_dtype))
-    return Invalid(std::string("target_dtype must be F32, F16 or BF16, got ") +
-                       safetensors::DtypeName(*options.target_dtype),
-                   "InvalidOptions");
   std::unique_ptr<StagingLoader> loader(new StagingLoader());
   loader->impl_ = std::make_unique<Impl>();
   Impl& impl = *loader->impl_;
@@ -256,12 +252,12 @@ Status StagingLoader::LoadShard(const std::string& label, const safetensors::Hea
                                    std::to_string(impl.backend->device_count()) + " device(s))",
                                "InvalidDevice"),
                         label, t.name));
-    const bool convert = impl.options.target_dtype && device_internal::ConvertibleElem(t.dtype) &&
-                         *impl.options.target_dtype != t.dtype;
+    const std::optional<Dtype> target = TargetDtypeToDtype(impl.options.target_dtype);
+    const bool convert = target && device_internal::ConvertibleElem(t.dtype) && *target != t.dtype;
     DeviceTensor dt;
     dt.name = t.name;
     dt.source_dtype = t.dtype;
-    dt.dtype = convert ? *impl.options.target_dtype : t.dtype;
+    dt.dtype = convert ? *target : t.dtype;
     dt.shape = t.shape;
     dt.device = d.kind == Device::Kind::kCpu ? Device{} : d;
     dt.bytes = convert ? t.num_elements() * ElemBytes(dt.dtype) : t.nbytes();

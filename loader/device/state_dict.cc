@@ -30,7 +30,7 @@ DeviceStateDict::~DeviceStateDict() { FreeAll(); }
 
 void DeviceStateDict::FreeAll() {
   for (DeviceTensor& t : tensors_) {
-    if (!t.data) continue;
+    if (!t.data || !t.alias_of.empty()) continue;  // an alias shares its kept tensor's memory
     if (t.device.kind == Device::Kind::kCpu) {
       std::free(t.data);
     } else if (backend_) {

@@ -18,13 +18,12 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <set>
+
+#include "loader/distributed/records.h"
 
 namespace hubload::distributed {
 namespace {
-
-using json = nlohmann::json;
 
 std::chrono::milliseconds Ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0)); }
 std::vector<uint8_t> B(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
@@ -39,28 +38,6 @@ void Bury(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg) {
   static std::mutex mu;
   std::lock_guard<std::mutex> l(mu);
   graveyard->push_back(std::move(pg));
-}
-
-// Error published in the store: the first failing rank's Status.
-json ErrorJson(int rank, const Status& st) {
-  return json{{"rank", rank},
-              {"code", static_cast<int>(st.code())},
-              {"reason", st.reason()},
-              {"message", st.message()},
-              {"file", st.context().file}};
-}
-Status ErrorFromJson(const std::string& text) {
-  // Written by a peer of this job, still read as untrusted: a malformed record is a JobFailed error.
-  json j = json::parse(text, nullptr, false);
-  auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); };
-  if (j.is_discarded() || !j.is_object() || !j.contains("code") || !j["code"].is_number_integer())
-    return Status(Code::kInternal, "job failed: " + text, "JobFailed");
-  const int64_t code = j["code"].get<int64_t>();
-  if (code <= 0 || code > static_cast<int64_t>(Code::kInternal))
-    return Status(Code::kInternal, "job failed: " + text, "JobFailed");
-  ErrorContext ctx;
-  ctx.file = str("file");
-  return Status(static_cast<Code>(code), str("message"), str("reason"), ctx);
 }
 
 }  // namespace
@@ -109,7 +86,7 @@ class JobImpl {
     // Topology: every rank says where it is; the leaders are the LOCAL_RANK 0s.
     HUBLOAD_RETURN_IF_ERROR(
         Set("topo/" + std::to_string(env_.rank),
-            json{{"node", node()}, {"local_rank", env_.local_rank}, {"local_world_size", env_.local_world_size}}.dump()));
+            internal::TopologyJson({node(), env_.local_rank})));
     std::vector<std::string> keys;
     for (int r = 0; r < env_.world_size; ++r) keys.push_back("topo/" + std::to_string(r));
     HUBLOAD_RETURN_IF_ERROR(WaitKeys(keys, "the rendezvous of all ranks", opt_.timeout_s));
@@ -117,11 +94,10 @@ class JobImpl {
     std::set<int> nodes;
     for (int r = 0; r < env_.world_size; ++r) {
       HUBLOAD_ASSIGN_OR_RETURN(std::string t, Get("topo/" + std::to_string(r)));
-      json j = json::parse(t, nullptr, false);
-      if (j.is_discarded()) return Fail(Status(Code::kInternal, "bad topology record of rank " + std::to_string(r)));
-      int n = j.value("node", -1);
-      nodes.insert(n);
-      if (j.value("local_rank", -1) == 0) leaders_of_node[n].push_back(r);
+      auto topo = internal::ParseTopology(t, "topo/" + std::to_string(r));
+      if (!topo.ok()) return Fail(topo.status().WithPrefix("the topology record of rank " + std::to_string(r)));
+      nodes.insert(topo->node);
+      if (topo->local_rank == 0) leaders_of_node[topo->node].push_back(r);
     }
     for (int n : nodes) {
       auto it = leaders_of_node.find(n);
@@ -242,11 +218,11 @@ class JobImpl {
     try {
       std::lock_guard<std::mutex> l(store_mu_);
       if (store_->add(prefix_ + "abort_n", 1) == 1) {
-        store_->set(prefix_ + "abort", B(ErrorJson(env_.rank, st).dump()));
+        store_->set(prefix_ + "abort", B(internal::ErrorRecordJson(env_.rank, st)));
       } else {
         // Someone was first: wait (briefly) for their message.
         for (int i = 0; i < 200 && !store_->check({prefix_ + "abort"}); ++i) SleepMs(5);
-        if (store_->check({prefix_ + "abort"})) result = ErrorFromJson(S(store_->get(prefix_ + "abort")));
+        if (store_->check({prefix_ + "abort"})) result = internal::ErrorFromRecord(S(store_->get(prefix_ + "abort")), "abort");
       }
     } catch (const std::exception&) {
       // Store gone: report our own error.
@@ -412,7 +388,7 @@ class JobImpl {
       try {
         mon_store_->set(hb, B(std::to_string(++beat)));
         if (mon_store_->check({abort_key})) {
-          Status st = ErrorFromJson(S(mon_store_->get(abort_key)));
+          Status st = internal::ErrorFromRecord(S(mon_store_->get(abort_key)), "abort");
           std::lock_guard<std::mutex> l(abort_mu_);
           if (!abort_) abort_ = st;
         }

@@ -25,13 +25,12 @@ class NodeCacheSource : public pipeline_internal::ShardSource {
  public:
   NodeCacheSource(Job& job, const Plan& plan, const RepoCache& cache) : job_(job), plan_(plan), cache_(cache) {}
   Status Run(pipeline_internal::ShardEvents& events) override {
-    const auto& shards = plan_.extra["shards"];
     std::vector<size_t> idx;
-    for (const auto& s : shards) {
+    for (const auto& s : plan_.extra.shards) {
       size_t i = 0;
-      while (i < plan_.files.size() && plan_.files[i].path != s.get<std::string>()) ++i;
+      while (i < plan_.files.size() && plan_.files[i].path != s) ++i;
       if (i == plan_.files.size())
-        return job_.Fail(Status(Code::kInternal, "shard " + s.get<std::string>() + " is not part of the plan"));
+        return job_.Fail(Status(Code::kInternal, "shard " + s + " is not part of the plan"));
       idx.push_back(i);
     }
     std::vector<bool> done(idx.size(), false);
@@ -107,30 +106,32 @@ Result<LoadResult> Load(const HubClient& client, const LoadRequest& request, con
   preq.revision = request.revision;
   preq.repo_type = request.repo_type;
 
-  // Rank 0 makes the one fetch plan (as a single-process load would) and
-  // lists the files that carry it: the index (when sharded) and the shards.
+  // Rank 0 makes the one fetch plan (as a single-process load would) over
+  // one listing of the revision (with the Hub down: one warning, one
+  // metadata timeout) and keeps the files that carry it: the index (when
+  // sharded) and the shards.
   auto lister = [&]() -> Result<Plan> {
-    HUBLOAD_ASSIGN_OR_RETURN(Plan all, ListForPrefetch(client, preq));
-    PretrainedRequest at_commit = preq_load;
-    at_commit.revision = all.commit;
+    HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing,
+                             client.ListFiles(request.repo_id, request.revision, request.repo_type));
     PretrainedInfo info;
     info.repo_id = request.repo_id;
     info.revision = request.revision;
-    HUBLOAD_ASSIGN_OR_RETURN(pipeline_internal::FetchPlan fp,
-                             pipeline_internal::MakeFetchPlan(&client, at_commit, /*allow_pickle=*/false, &info));
+    HUBLOAD_ASSIGN_OR_RETURN(
+        pipeline_internal::FetchPlan fp,
+        pipeline_internal::MakeFetchPlan(&client, preq_load, /*allow_pickle=*/false, &info, &listing));
     std::vector<std::string> wanted, shards;
     if (!info.index_file.empty()) wanted.push_back(info.index_file);
     for (const auto& s : fp.shards) shards.push_back(s.file);
     wanted.insert(wanted.end(), shards.begin(), shards.end());
     Plan plan;
-    plan.commit = all.commit;
+    plan.commit = listing.commit;
     for (const auto& w : wanted)
-      for (const auto& f : all.files)
-        if (f.path == w) plan.files.push_back(f);
-    plan.extra = json{{"shards", shards},
-                      {"index_file", info.index_file},
-                      {"weights_file", info.resolved.weights_file},
-                      {"warnings", info.warnings}};
+      for (const auto& f : listing.files)
+        if (f.path == w) plan.files.push_back(PlanFile{f.path, f.etag(), f.size, -1});
+    plan.extra.shards = shards;
+    plan.extra.index_file = info.index_file;
+    plan.extra.weights_file = info.resolved.weights_file;
+    plan.extra.warnings = info.warnings;
     return plan;
   };
   HUBLOAD_ASSIGN_OR_RETURN(Plan plan, AgreeOnPlan(job, cache, lister));
@@ -144,13 +145,13 @@ Result<LoadResult> Load(const HubClient& client, const LoadRequest& request, con
   info.revision = request.revision;
   info.commit = plan.commit;
   info.root = cache.SnapshotDir(plan.commit);
-  info.index_file = plan.extra.value("index_file", std::string());
-  info.resolved.weights_file = plan.extra.value("weights_file", std::string());
+  info.index_file = plan.extra.index_file;
+  info.resolved.weights_file = plan.extra.weights_file;
   info.resolved.kind = info.index_file.empty() ? ResolvedWeights::kSingleFile : ResolvedWeights::kSharded;
-  for (const auto& w : plan.extra.value("warnings", std::vector<std::string>{})) info.warnings.push_back(w);
+  for (const auto& w : plan.extra.warnings) info.warnings.push_back(w);
   pipeline_internal::FetchPlan fp;
   fp.sharded = !info.index_file.empty();
-  for (const auto& s : plan.extra.value("shards", std::vector<std::string>{})) {
+  for (const auto& s : plan.extra.shards) {
     pipeline_internal::PlannedShard ps;
     ps.file = s;
     ps.local_path = cache.PointerPath(plan.commit, s);

@@ -16,6 +16,7 @@
 
 #include "cache/blob_store.h"
 #include "loader/distributed/plan.h"
+#include "loader/distributed/records.h"
 
 namespace hubload::distributed {
 
@@ -23,24 +24,6 @@ namespace {
 
 // ---------------------------------------------------------------------------
 // The plan: what every rank agrees on before bytes move.
-
-json PlanFilesJson(const std::vector<PlanFile>& files) {
-  json a = json::array();
-  for (const auto& f : files) a.push_back(json{{"path", f.path}, {"etag", f.etag}, {"size", f.size}, {"owner", f.owner}});
-  return a;
-}
-std::vector<PlanFile> PlanFilesFromJson(const json& a) {
-  std::vector<PlanFile> out;
-  for (const auto& f : a) {
-    PlanFile p;
-    p.path = f.value("path", std::string());
-    p.etag = f.value("etag", std::string());
-    p.size = f.value("size", uint64_t{0});
-    p.owner = f.value("owner", -1);
-    out.push_back(std::move(p));
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -51,18 +34,14 @@ Result<Plan> AgreeOnPlan(Job& job, const RepoCache& cache, const Lister& lister)
     job.SetActivity("listing the repo");
     auto listed = lister();
     if (!listed.ok()) return job.Fail(listed.status().WithPrefix("rank 0"));
-    json j{{"commit", listed->commit}, {"files", PlanFilesJson(listed->files)}, {"extra", listed->extra}};
-    HUBLOAD_RETURN_IF_ERROR(job.Set("listing", j.dump()));
+    HUBLOAD_RETURN_IF_ERROR(job.Set("listing", internal::ListingJson(*listed)));
   }
   job.SetActivity("waiting for rank 0's listing of the repo");
   HUBLOAD_RETURN_IF_ERROR(job.WaitKeys({"listing"}, "rank 0's listing of the repo", -1));
   HUBLOAD_ASSIGN_OR_RETURN(std::string lt, job.Get("listing"));
-  json lj = json::parse(lt, nullptr, false);
-  if (lj.is_discarded()) return job.Fail(Status(Code::kInternal, "unreadable listing in the store"));
-  Plan plan;
-  plan.commit = lj.value("commit", std::string());
-  plan.files = PlanFilesFromJson(lj["files"]);
-  plan.extra = lj["extra"];
+  auto parsed = internal::ParseListing(lt, "listing");
+  if (!parsed.ok()) return job.Fail(parsed.status().WithPrefix("rank 0's listing of the repo"));
+  Plan plan = std::move(*parsed);
   if (job.leader()) {
     std::string have;
     for (const auto& f : plan.files) have += cache.HasBlob(f.etag, static_cast<int64_t>(f.size)) ? '1' : '0';
@@ -79,15 +58,13 @@ Result<Plan> AgreeOnPlan(Job& job, const RepoCache& cache, const Lister& lister)
       for (size_t i = 0; i < plan.files.size(); ++i) in[i].have.push_back(i < h.size() && h[i] == '1');
     }
     auto owners = internal::AssignOwners(in, job.num_leaders(), job.opt().assignment);
-    json o = owners;
-    HUBLOAD_RETURN_IF_ERROR(job.Set("plan", o.dump()));
+    HUBLOAD_RETURN_IF_ERROR(job.Set("plan", internal::OwnersJson(owners)));
   }
   HUBLOAD_RETURN_IF_ERROR(job.WaitKeys({"plan"}, "rank 0's plan", -1));
   HUBLOAD_ASSIGN_OR_RETURN(std::string pt, job.Get("plan"));
-  json pj = json::parse(pt, nullptr, false);
-  if (pj.is_discarded() || !pj.is_array() || pj.size() != plan.files.size())
-    return job.Fail(Status(Code::kInternal, "unreadable plan in the store"));
-  for (size_t i = 0; i < plan.files.size(); ++i) plan.files[i].owner = pj[i].get<int>();
+  auto owners = internal::ParseOwners(pt, "plan", plan.files.size(), job.num_leaders());
+  if (!owners.ok()) return job.Fail(owners.status().WithPrefix("rank 0's plan"));
+  for (size_t i = 0; i < plan.files.size(); ++i) plan.files[i].owner = (*owners)[i];
   return plan;
 }
 
@@ -101,7 +78,15 @@ class Transfer {
   Transfer(Job& job, const HubClient& client, const PrefetchRequest& req, const Plan& plan, PrefetchReport* report)
       : job_(job), client_(client), req_(req), plan_(plan), report_(report),
         cache_(client.options().config.cache_dir, req.repo_id, req.repo_type),
-        store_(cache_, client.options().lock, client.options().use_symlinks) {}
+        store_(cache_, client.options().lock, client.options().use_symlinks) {
+    for (size_t i = 0; i < plan_.files.size(); ++i) {
+      const auto& f = plan_.files[i];
+      index_of_[f.path] = i;
+      if (f.owner < 0) continue;
+      progress_.bytes_total += f.size;
+      ++progress_.files_total;
+    }
+  }
 
   ~Transfer() {
     cancel_ = true;
@@ -148,11 +133,40 @@ class Transfer {
  private:
   std::string Rank(int leader_index) const { return "rank " + std::to_string(job_.leader_ranks()[leader_index]); }
 
-  Status MarkNodeDone(size_t i) { return job_.Set("nodedone/" + std::to_string(job_.node()) + "/" + std::to_string(i), "1"); }
+  // DistOptions::on_progress: file `i` has `done` bytes in this node's cache
+  // (`complete`: it is in place).
+  void Progress(size_t i, uint64_t done, bool complete) {
+    const auto& f = plan_.files[i];
+    if (!job_.opt().on_progress || f.owner < 0) return;
+    std::lock_guard<std::mutex> l(progress_mu_);
+    if (complete_.count(i)) return;
+    uint64_t& mine = partial_[i];
+    if (done < mine) return;  // an older report (download workers run concurrently)
+    progress_.bytes_done += done - mine;
+    mine = done;
+    if (complete) {
+      complete_.insert(i);
+      ++progress_.files_done;
+    }
+    progress_.path = f.path;
+    progress_.file_bytes_done = done;
+    progress_.file_bytes_total = f.size;
+    job_.opt().on_progress(progress_);
+  }
+
+  Status MarkNodeDone(size_t i) {
+    Progress(i, plan_.files[i].size, /*complete=*/true);
+    return job_.Set("nodedone/" + std::to_string(job_.node()) + "/" + std::to_string(i), "1");
+  }
 
   void Download(std::vector<std::string> paths) {
     DownloadCallbacks cb;
     cb.cancel_flag = &cancel_;
+    if (job_.opt().on_progress)
+      cb.on_file_progress = [this](const std::string& path, uint64_t done, uint64_t) {
+        auto it = index_of_.find(path);
+        if (it != index_of_.end()) Progress(it->second, done, /*complete=*/false);
+      };
     cb.on_file_done = [this](const std::string& path, const std::string&) {
       std::lock_guard<std::mutex> l(mu_);
       pending_[path] = false;
@@ -234,7 +248,7 @@ class Transfer {
       src_fd = ::open(cache_.BlobPath(f.etag).c_str(), O_RDONLY | O_CLOEXEC);
       if (src_fd < 0)
         return job_.Fail(Status(Code::kIOError, myrank + " cannot open its blob of " + f.path + " for broadcast",
-                                "", ErrorContext{req_.repo_id, plan_.commit, f.path, "", "", 0, "", ""}));
+                                "", ErrorContext{req_.repo_id, plan_.commit, f.path, "", "", 0, "", "", {}}));
     }
     struct FdCloser {
       int fd;
@@ -256,7 +270,7 @@ class Transfer {
           ssize_t r = ::pread(src_fd, buf + got, n - got, static_cast<off_t>(off + got));
           if (r <= 0)
             return job_.Fail(Status(Code::kIOError, myrank + " could not read its blob of " + f.path + " for broadcast",
-                                    "", ErrorContext{req_.repo_id, plan_.commit, f.path, "", "", 0, "", ""}));
+                                    "", ErrorContext{req_.repo_id, plan_.commit, f.path, "", "", 0, "", "", {}}));
           got += static_cast<uint64_t>(r);
         }
       }
@@ -276,6 +290,7 @@ class Transfer {
           writer->Discard();
           return job_.Fail(as.WithPrefix(myrank + " receiving " + f.path));
         }
+        Progress(i, off + n, /*complete=*/false);
       }
     }
     bool writer_committed = false;
@@ -311,6 +326,11 @@ class Transfer {
   std::atomic<bool> cancel_{false};
   std::mutex mu_;
   std::condition_variable cv_;
+  std::mutex progress_mu_;  // serialises on_progress and guards the three below
+  DistProgress progress_;
+  std::map<size_t, uint64_t> partial_;  // plan index -> bytes in this node's cache
+  std::set<size_t> complete_;
+  std::map<std::string, size_t> index_of_;  // path -> plan index (download progress)
   std::map<std::string, bool> pending_;  // path -> still downloading
   std::set<std::string> downloading_;    // paths this leader fetches
   bool download_finished_ = false;
@@ -320,15 +340,15 @@ class Transfer {
 }  // namespace
 
 Result<Plan> ListForPrefetch(const HubClient& client, const PrefetchRequest& req) {
-  HUBLOAD_ASSIGN_OR_RETURN(std::string commit, client.ResolveCommit(req.repo_id, req.revision, req.repo_type));
-  HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing, client.ListFiles(req.repo_id, commit, req.repo_type));
+  // One listing of the revision (it resolves the commit): with the Hub down,
+  // one warning naming the commit and at most one metadata timeout.
+  HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing, client.ListFiles(req.repo_id, req.revision, req.repo_type));
   Plan plan;
-  plan.commit = listing.commit.empty() ? commit : listing.commit;
+  plan.commit = listing.commit;
   for (const auto& f : listing.files) {
     if (!MatchesPatterns(f.path, req.allow_patterns, req.ignore_patterns)) continue;
     plan.files.push_back(PlanFile{f.path, f.etag(), f.size, -1});
   }
-  plan.extra = json::object();
   return plan;
 }
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -15,18 +14,23 @@
 
 namespace hubload::distributed {
 
-using json = nlohmann::json;
-
 struct PlanFile {
   std::string path, etag;
   uint64_t size = 0;
   int owner = -1;  // leader index; -1 = every node holds it
 };
 
+/// What a multi-rank load adds to the plan (empty for a prefetch).
+struct LoadExtra {
+  std::vector<std::string> shards;  // in load order
+  std::string index_file, weights_file;
+  std::vector<std::string> warnings;
+};
+
 struct Plan {
   std::string commit;
   std::vector<PlanFile> files;
-  json extra;  // load: {"weights": [...shards...], "index": path}
+  LoadExtra extra;
 };
 
 /// What rank 0 lists: the files and, for a load, the weights.

@@ -25,16 +25,6 @@ using pipeline_internal::ShardSink;
 
 constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
 
-std::optional<Dtype> TargetDtypeOf(const PretrainedRequest& req, const DeviceLoadOptions& options) {
-  if (options.staging.target_dtype) return options.staging.target_dtype;
-  switch (req.load.dtype) {
-    case TargetDtype::kAuto: return std::nullopt;
-    case TargetDtype::kF32: return Dtype::F32;
-    case TargetDtype::kF16: return Dtype::F16;
-    case TargetDtype::kBF16: return Dtype::BF16;
-  }
-  return std::nullopt;
-}
 
 /// The dtypes the staging path converts to a target dtype (StagingOptions).
 bool IsConvertible(Dtype d) {
@@ -113,6 +103,17 @@ class DeviceSink : public ShardSink {
     }
     return Status::Ok();
   }
+  /// The removed name shares the kept tensor's device memory (nothing when
+  /// the kept tensor was left on disk).
+  Status OnAlias(const std::string& removed, const std::string& kept) override {
+    const DeviceTensor* k = out_->Find(kept);
+    if (!k) return Status::Ok();
+    DeviceTensor alias = *k;
+    alias.name = removed;
+    alias.alias_of = kept;
+    out_->tensors().push_back(std::move(alias));
+    return Status::Ok();
+  }
 
  private:
   StagingLoader* loader_;
@@ -166,7 +167,7 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
     map.explicit_map = {{"", d}};
     what = "device '" + d.ToString() + "'";
   }
-  target = TargetDtypeOf(req, options);
+  target = TargetDtypeToDtype(req.load.dtype);
   // Which GPUs exist and how much is free.
   backend = options.backend;
   std::string no_cuda;  // why there is no backend
@@ -308,7 +309,7 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
     }
     info->extra.backend = out.backend;
     StagingOptions so = options.staging;
-    so.target_dtype = target;
+    so.target_dtype = req.load.dtype;
     HUBLOAD_ASSIGN_OR_RETURN(loader, StagingLoader::Create(backend, so));
     out.tensors = DeviceStateDict(backend);
     return Status::Ok();
@@ -319,6 +320,9 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
     bool WholeShard() const override { return true; }
     Status OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records) override {
       return (*real)->OnWholeShard(shard, records);
+    }
+    Status OnAlias(const std::string& removed, const std::string& kept) override {
+      return (*real)->OnAlias(removed, kept);
     }
   } sink;
   sink.real = &sink_holder;

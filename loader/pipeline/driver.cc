@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -87,6 +88,8 @@ class Driver {
          PretrainedInfo* info, Clock::time_point t0)
       : state_(state), plan_(plan), req_(req), sink_(sink), info_(info), t0_(t0), prog_(plan.shards.size()) {
     for (size_t i = 0; i < plan.shards.size(); ++i) data_.emplace_back(&state, &plan.shards[i], i);
+    if (plan.sharded) AddAliasTargets(plan.index.metadata);
+    for (auto& d : data_) d.alias_targets_ = &alias_targets_;
   }
   ~Driver() {
     for (auto& p : prog_)
@@ -113,7 +116,9 @@ class Driver {
         const std::string& file = plan_.shards[i].file;
         ErrorContext ctx;
         ctx.file = file;
-        if (st.message().find(file) == std::string::npos) st = st.WithPrefix(file);
+        // Index errors name the shard as the index does (relative to it): its file name is enough.
+        if (st.message().find(std::filesystem::path(file).filename().string()) == std::string::npos)
+          st = st.WithPrefix(file);
         if (info_->source == "hub" && st.message().find(info_->repo_id) == std::string::npos)
           st = st.WithPrefix(info_->repo_id + "@" + info_->revision);
         return st.Annotate(ctx);
@@ -142,12 +147,19 @@ class Driver {
       if (!w.empty()) info_->warnings.push_back(info_->index_file + ": " + w);
     }
     // "removed -> kept" metadata written by huggingface_hub save_torch_state_dict.
-    const std::map<std::string, std::string>& meta =
-        plan_.sharded ? plan_.index.metadata : (data_.empty() ? plan_.index.metadata : data_[0].header_.metadata);
-    for (const auto& [removed, kept] : meta) {
-      if (removed == "format" || removed == "total_size" || names.count(removed) || !names.count(kept)) continue;
+    for (const auto& [removed, kept] : AliasMetadata()) {
+      if (IsMetadataKey(removed) || names.count(removed) || !names.count(kept)) continue;
       info_->aliases.emplace_back(removed, kept);
     }
+  }
+
+  /// The sink restores each alias Collect found.
+  Status RestoreAliases() {
+    for (const auto& [removed, kept] : info_->aliases) {
+      Status st = sink_.OnAlias(removed, kept);
+      if (!st.ok()) return st.WithPrefix("alias '" + removed + "' of '" + kept + "'");
+    }
+    return Status::Ok();
   }
 
  private:
@@ -211,6 +223,7 @@ class Driver {
                       "HeaderChanged");
       if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(plan_.index, Basename(shard.file), h));
       sd.header_ = std::move(h);
+      if (!plan_.sharded) AddAliasTargets(sd.header_.metadata);
       for (const auto& t : sd.header_.tensors) p.records.push_back(RecordOf(shard.file, t));
       p.started = true;
       HUBLOAD_RETURN_IF_ERROR(sink_.OnShardStart(sd));
@@ -279,6 +292,16 @@ class Driver {
     return Status::Ok();
   }
 
+  static bool IsMetadataKey(const std::string& key) { return key == "format" || key == "total_size"; }
+  // The alias metadata: the index's (sharded), else the single file's header.
+  const std::map<std::string, std::string>& AliasMetadata() const {
+    return plan_.sharded || data_.empty() ? plan_.index.metadata : data_[0].header_.metadata;
+  }
+  void AddAliasTargets(const std::map<std::string, std::string>& meta) {
+    for (const auto& [removed, kept] : meta)
+      if (!IsMetadataKey(removed)) alias_targets_.insert(kept);
+  }
+
   ShardState& state_;
   const FetchPlan& plan_;
   const PretrainedRequest& req_;
@@ -287,6 +310,7 @@ class Driver {
   const Clock::time_point t0_;
   std::vector<Progress> prog_;
   std::vector<ShardData> data_;
+  std::set<std::string> alias_targets_;
   bool first_tensor_ = false;
 };
 
@@ -313,7 +337,8 @@ Status RunDriver(ShardSource& source, const FetchPlan& plan, const PretrainedReq
     if (producer.joinable()) producer.join();
     if (driver_status.ok()) {
       driver.Collect();
-      driver_status = sink.Finish(info);
+      driver_status = driver.RestoreAliases();
+      if (driver_status.ok()) driver_status = sink.Finish(info);
     }
   }
   if (!plan.local) info->timings.download_s = Seconds(t0, state.download_done());

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,13 @@ class ShardData {
   /// The description (pickle shards, once OnShardStart is called).
   const pickle::Checkpoint& checkpoint() const { return checkpoint_; }
 
+  /// True when the checkpoint's metadata names `tensor` as the kept tensor of
+  /// an alias ("removed": "kept", huggingface_hub save_torch_state_dict): a
+  /// sink that restores aliases in OnAlias keeps what it made of it.
+  bool IsAliasTarget(const std::string& tensor) const {
+    return alias_targets_ && alias_targets_->count(tensor) > 0;
+  }
+
   /// Blocks until bytes [0, end) are readable (kCancelled when the load stops).
   Status WaitFor(uint64_t end);
   /// Blocks until the file is verified.
@@ -72,6 +80,7 @@ class ShardData {
   std::shared_ptr<safetensors::MappedFile> mapping_;
   uint64_t mapping_generation_ = 0;
   int mapping_fd_ = -1;  // owned, the descriptor the mapping was made from
+  const std::set<std::string>* alias_targets_ = nullptr;
 
  private:
   ShardState* state_;
@@ -83,7 +92,7 @@ class ShardData {
 /// concurrently: OnShardStart, then OnTensor for each tensor in file order (or
 /// OnWholeShard for WholeShard() sinks and pickle shards), then OnShardEnd
 /// once the file is verified; shards one after the other, earliest readable
-/// first; Finish at the end.
+/// first; then OnAlias for each alias of the checkpoint; Finish at the end.
 class ShardSink {
  public:
   virtual ~ShardSink() = default;
@@ -103,6 +112,12 @@ class ShardSink {
   /// pickle shards (PickleUnsupported).
   virtual Status OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records);
   virtual Status OnShardEnd(ShardData& shard) { return Status::Ok(); }
+  /// After every shard, once per entry of info->aliases: the checkpoint
+  /// dropped `removed` as a duplicate of `kept` (huggingface_hub
+  /// save_torch_state_dict metadata); the sink delivers `removed` with the
+  /// value it made of `kept` (kept while ShardData::IsAliasTarget said so),
+  /// as transformers restores tied weights. Every path restores aliases here.
+  virtual Status OnAlias(const std::string& removed, const std::string& kept) { return Status::Ok(); }
   /// After every shard: `info` has the aliases and every record.
   virtual Status Finish(PretrainedInfo* info) { return Status::Ok(); }
 };

@@ -125,8 +125,13 @@ Result<FetchPlan> PlanLocal(const PretrainedRequest& req, bool allow_pickle, Pre
 }
 
 Result<FetchPlan> PlanHub(const HubClient& client, const PretrainedRequest& req, bool allow_pickle,
-                          PretrainedInfo* info) {
-  HUBLOAD_ASSIGN_OR_RETURN(RepoListing listing, client.ListFiles(req.repo_id, req.revision, req.repo_type));
+                          PretrainedInfo* info, const RepoListing* listed) {
+  RepoListing own;
+  if (!listed) {
+    HUBLOAD_ASSIGN_OR_RETURN(own, client.ListFiles(req.repo_id, req.revision, req.repo_type));
+    listed = &own;
+  }
+  const RepoListing& listing = *listed;
   info->source = "hub";
   info->commit = listing.commit;
   for (const auto& w : listing.warnings) info->warnings.push_back(w);
@@ -251,11 +256,12 @@ std::vector<std::string> UnnamedShards(const ResolvedWeights& resolved, const st
 }
 
 Result<FetchPlan> MakeFetchPlan(const HubClient* client, const PretrainedRequest& req, bool allow_pickle,
-                                PretrainedInfo* info) {
+                                PretrainedInfo* info, const RepoListing* listing) {
   if (!IsLocalRequest(req) && !client)
     return Status(Code::kInvalidArgument, "'" + req.repo_id + "' is not a local path and no Hub client was given",
                   "NoClient");
-  auto plan = IsLocalRequest(req) ? PlanLocal(req, allow_pickle, info) : PlanHub(*client, req, allow_pickle, info);
+  auto plan = IsLocalRequest(req) ? PlanLocal(req, allow_pickle, info)
+                                  : PlanHub(*client, req, allow_pickle, info, listing);
   if (!plan.ok()) return plan.status();
   for (const auto& w : info->resolved.warnings) info->warnings.push_back(w);
   for (const auto& s : plan->shards) {

@@ -59,9 +59,12 @@ Status CheckRequest(const PretrainedRequest& req, bool local, PretrainedInfo* in
 /// checks its shards against the listing. Fills `info` (source, commit, root,
 /// resolved, index_file, files, local_files, weights_bytes, warnings).
 /// Pickle weights are refused here (reason PickleUnsupported) unless
-/// `allow_pickle` (the pickle loader handles them).
+/// `allow_pickle` (the pickle loader handles them). `listing` (Hub requests,
+/// may be null): the caller's HubClient::ListFiles of req.revision, used
+/// instead of listing again (a caller that needs the listing itself lists
+/// once: with the Hub down that is one warning and one metadata timeout).
 Result<FetchPlan> MakeFetchPlan(const HubClient* client, const PretrainedRequest& req, bool allow_pickle,
-                                PretrainedInfo* info);
+                                PretrainedInfo* info, const RepoListing* listing = nullptr);
 
 /// Reads every safetensors shard's header without downloading the shard (two
 /// ranged reads per Hub file, two preads per local file) and checks it

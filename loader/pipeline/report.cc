@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/load.h"
+#include "util/json.h"
 
 namespace hubload {
 
@@ -97,7 +98,7 @@ std::string LoadReportJson(const PretrainedInfo& info, int indent) {
                          {"bytes_downloaded", x.bytes_downloaded},
                          {"bytes_received", x.bytes_received}};
   }
-  return j.dump(indent);
+  return util::DumpJson(j, indent);
 }
 
 std::string LoadSummaryText(const PretrainedInfo& info) {

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "hubload/torch_loader.h"
 #include "hubload/torch_pickle.h"
 #include "loader/pipeline/driver.h"
+#include "loader/torch/internal.h"
 
 namespace hubload::pipeline_internal {
 
@@ -59,10 +61,9 @@ class TorchSink : public ShardSink {
       file_ = std::move(f);
     }
     auto t = LoadTensor(*file_, info, req_.load);
-    if (!t.ok()) return t.status().WithPrefix("tensor '" + info.name + "'");
+    if (!t.ok()) return internal::NameTensor(t.status(), info.name);
     HUBLOAD_RETURN_IF_ERROR(Describe(*t, req_.digests, rec));
-    if (!on_tensor_) return Status::Ok();
-    return on_tensor_(shard.index(), info.name, std::move(*t));
+    return Deliver(shard, info.name, std::move(*t));
   }
   /// Pickle shards (verified, whole): views over the mapping that share storages.
   Status OnWholeShard(ShardData& shard, std::vector<TensorRecord>* records) override {
@@ -87,8 +88,17 @@ class TorchSink : public ShardSink {
       }
       TensorRecord scratch;
       HUBLOAD_RETURN_IF_ERROR(Describe(t, req_.digests, rec ? rec : &scratch));
-      return on_tensor_ ? on_tensor_(shard.index(), name, std::move(t)) : Status::Ok();
+      return Deliver(shard, name, std::move(t));
     });
+  }
+  /// `removed` goes to on_tensor with the kept tensor itself (shared, not
+  /// copied) and the kept tensor's shard, when the filter keeps both.
+  Status OnAlias(const std::string& removed, const std::string& kept) override {
+    auto it = kept_.find(kept);
+    if (it == kept_.end() || (filter_ && !filter_(removed))) return Status::Ok();
+    auto [shard, t] = it->second;
+    kept_.erase(it);  // nothing more holds it here
+    return on_tensor_ ? on_tensor_(shard, removed, std::move(t)) : Status::Ok();
   }
   Status OnShardEnd(ShardData& shard) override {
     file_.reset();  // the shard's mapping is released unless zero-copy tensors hold it
@@ -102,6 +112,11 @@ class TorchSink : public ShardSink {
   }
 
  private:
+  // Hands a tensor on, keeping a handle when an alias will need it.
+  Status Deliver(ShardData& shard, const std::string& name, at::Tensor t) {
+    if (shard.IsAliasTarget(name)) kept_[name] = {shard.index(), t};
+    return on_tensor_ ? on_tensor_(shard.index(), name, std::move(t)) : Status::Ok();
+  }
   // The conversions LoadTensor applies to the tensors this sink keeps.
   void AddConversions(const std::vector<safetensors::TensorInfo>& tensors) {
     safetensors::Header kept;
@@ -115,6 +130,7 @@ class TorchSink : public ShardSink {
   std::function<bool(const std::string&)> filter_;
   std::optional<safetensors::SafetensorsFile> file_;
   std::vector<DtypeConversion> conversions_;
+  std::map<std::string, std::pair<size_t, at::Tensor>> kept_;  // alias targets: name -> (shard, tensor)
 };
 
 }  // namespace hubload::pipeline_internal

@@ -3,8 +3,9 @@
 // entry points, which run the same driver over local files.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
-#include <unordered_map>
+#include <set>
 #include <utility>
 
 #include "hubload/pipeline.h"
@@ -38,17 +39,15 @@ LoadHooks HooksFor(const PretrainedCallbacks& cb) {
   return h;
 }
 
-/// The state dict of a whole load in checkpoint order, aliases restored.
+/// The state dict of a whole load in checkpoint order, the restored aliases
+/// (delivered by the driver after every shard) last.
 StateDict Assemble(std::vector<StateDict>& by_shard, const PretrainedInfo& info) {
   StateDict out;
   for (auto& sd : by_shard)
     for (auto& kv : sd) out.push_back(std::move(kv));
-  std::unordered_map<std::string, size_t> pos;
-  for (size_t i = 0; i < out.size(); ++i) pos[out[i].first] = i;
-  for (const auto& [removed, kept] : info.aliases) {
-    auto k = pos.find(kept);
-    if (k != pos.end()) out.emplace_back(removed, out[k->second].second);
-  }
+  std::set<std::string> removed;
+  for (const auto& a : info.aliases) removed.insert(a.first);
+  std::stable_partition(out.begin(), out.end(), [&](const auto& kv) { return !removed.count(kv.first); });
   return out;
 }
 
@@ -120,17 +119,18 @@ Result<PretrainedModuleLoad> ModuleOf(const HubClient* client, const PretrainedR
     };
   }
   HUBLOAD_ASSIGN_OR_RETURN(PretrainedInfo info, RunLoad(client, req, sink, hooks));
-  // Aliases saved as "removed -> kept" metadata: the removed name gets the
-  // kept tensor's value, as LoadStateDict restores it (a module that ties the
-  // two already counts it as loaded).
-  if (!info.aliases.empty()) {
+  // Aliases saved as "removed -> kept" metadata, delivered by the driver after
+  // the last shard (so still pending): the removed name gets the kept
+  // tensor's value when the module has it (a module that ties the two already
+  // counts it as loaded).
+  if (!pending.empty()) {
     StateDict have = ModuleStateDict(module, module_options.non_persistent_buffers);
-    std::unordered_map<std::string, at::Tensor> by_name(have.begin(), have.end());
+    std::set<std::string> names;
+    for (const auto& kv : have) names.insert(kv.first);
     StateDict restored;
-    for (const auto& [removed, kept] : info.aliases) {
-      auto k = by_name.find(kept);
-      if (k != by_name.end() && by_name.count(removed)) restored.emplace_back(removed, k->second);
-    }
+    for (auto& kv : pending)
+      if (names.count(kv.first)) restored.push_back(std::move(kv));
+    pending.clear();
     if (!restored.empty()) {
       Status st = loader.AddTensors(std::move(restored), "aliases restored from the checkpoint metadata");
       if (!st.ok()) {

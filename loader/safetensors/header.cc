@@ -64,7 +64,7 @@ bool ReadU64Array(const json& j, std::vector<uint64_t>* out) {
   out->reserve(j.size());
   for (const auto& v : j) {
     if (!v.is_number_unsigned()) return false;
-    out->push_back(v.get<uint64_t>());
+    out->push_back(v.get<uint64_t>());  // json: checked (is_number_unsigned)
   }
   return true;
 }
@@ -170,7 +170,7 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
                              "__metadata__ value for key " + Quote(m.key()) + " is a JSON " +
                                  m.value().type_name() + ", not a string");
         }
-        h.metadata.emplace(m.key(), m.value().get<std::string>());
+        h.metadata.emplace(m.key(), m.value().get<std::string>());  // json: checked (is_string)
       }
       continue;
     }
@@ -185,6 +185,7 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
     if (d == v.end() || !d->is_string()) {
       return FormatError("InvalidHeaderJson", file_label, key, "\"dtype\" is missing or not a string");
     }
+    const std::string& dtype_name = d->get_ref<const std::string&>();  // json: checked (is_string)
     auto s = v.find("shape");
     if (s == v.end() || !ReadU64Array(*s, &t.shape)) {
       return FormatError("InvalidHeaderJson", file_label, key,
@@ -198,10 +199,10 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
     }
     t.begin = offs[0];
     t.end = offs[1];
-    auto dt = DtypeFromName(d->get_ref<const std::string&>());
+    auto dt = DtypeFromName(dtype_name);
     if (!dt) {
       return FormatError("UnknownDtype", file_label, key,
-                         "dtype " + Quote(d->get_ref<const std::string&>()) + " is not a safetensors dtype");
+                         "dtype " + Quote(dtype_name) + " is not a safetensors dtype");
     }
     t.dtype = *dt;
     h.tensors.push_back(std::move(t));

@@ -19,6 +19,39 @@ using internal::FormatError;
 using internal::Quote;
 using json = nlohmann::json;
 
+namespace {
+
+// Byte offset where nlohmann's parser gave up on `text` (its SAX interface
+// reports it), for "not valid JSON" errors that say where (B49 vii).
+size_t JsonErrorOffset(std::string_view text) {
+  struct Sax {
+    size_t at = 0;
+    bool null() { return true; }
+    bool boolean(bool) { return true; }
+    bool number_integer(json::number_integer_t) { return true; }
+    bool number_unsigned(json::number_unsigned_t) { return true; }
+    bool number_float(json::number_float_t, const json::string_t&) { return true; }
+    bool string(json::string_t&) { return true; }
+    bool binary(json::binary_t&) { return true; }
+    bool start_object(std::size_t) { return true; }
+    bool key(json::string_t&) { return true; }
+    bool end_object() { return true; }
+    bool start_array(std::size_t) { return true; }
+    bool end_array() { return true; }
+    bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) {
+      at = position;
+      return false;
+    }
+  } sax;
+  try {
+    json::sax_parse(text.begin(), text.end(), &sax);
+  } catch (...) {  // the SAX interface reports errors; nothing may escape anyway
+  }
+  return std::min(sax.at, text.size());  // 1-based; the end of input counts as one more
+}
+
+}  // namespace
+
 bool IsValidShardName(std::string_view name, std::string_view suffix) {
   if (name.size() <= suffix.size()) return false;
   if (name.substr(name.size() - suffix.size()) != suffix) return false;
@@ -41,7 +74,11 @@ Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label
   json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   std::string dup_top, dup_tensor;
   if (!j.is_discarded()) internal::FindDuplicateKeys(json_text, "weight_map", &dup_top, &dup_tensor);
-  if (j.is_discarded()) return FormatError("InvalidIndexJson", file_label, {}, "index is not valid JSON");
+  if (j.is_discarded()) {
+    return FormatError("InvalidIndexJson", file_label, {},
+                       "index is not valid JSON (parse error at byte " + std::to_string(JsonErrorOffset(json_text)) +
+                           " of " + std::to_string(json_text.size()) + ")");
+  }
   if (!j.is_object()) {
     return FormatError("InvalidIndexJson", file_label, {},
                        std::string("index is a JSON ") + j.type_name() + ", not an object");
@@ -66,7 +103,7 @@ Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label
                          std::string("weight_map value is a JSON ") + it.value().type_name() +
                              ", not a shard file name");
     }
-    const std::string& shard = it.value().get_ref<const std::string&>();
+    const std::string& shard = it.value().get_ref<const std::string&>();  // json: checked (is_string)
     if (!IsValidShardName(shard, shard_suffix)) {
       return FormatError("InvalidShardName", file_label, it.key(),
                          "shard name " + Quote(shard) + " is not a plain file name ending in " +
@@ -86,18 +123,23 @@ Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label
       const json& v = it.value();
       if (it.key() == "total_size") {
         if (v.is_null()) continue;
+        bool whole = false;
         if (v.is_number_unsigned()) {
-          idx.total_size = v.get<uint64_t>();
-        } else if (v.is_number_float() && std::isfinite(v.get<double>()) && v.get<double>() >= 0 &&
-                   v.get<double>() < 18446744073709551616.0 && std::floor(v.get<double>()) == v.get<double>()) {
-          idx.total_size = static_cast<uint64_t>(v.get<double>());
-        } else {
+          idx.total_size = v.get<uint64_t>();  // json: checked (is_number_unsigned)
+          whole = true;
+        } else if (v.is_number_float()) {
+          const double d = v.get<double>();  // json: checked (is_number_float)
+          whole = std::isfinite(d) && d >= 0 && d < 18446744073709551616.0 && std::floor(d) == d;
+          if (whole) idx.total_size = static_cast<uint64_t>(d);
+        }
+        if (!whole) {
           return FormatError("InvalidTotalSize", file_label, {},
-                             "metadata.total_size is " + v.dump() + ", not a non-negative integer byte count");
+                             "metadata.total_size is " + v.dump(-1, ' ', false, json::error_handler_t::replace) + ", not a non-negative integer byte count");
         }
         continue;
       }
-      idx.metadata.emplace(it.key(), v.is_string() ? v.get<std::string>() : v.dump());
+      idx.metadata.emplace(it.key(), v.is_string() ? v.get<std::string>()  // json: checked (is_string)
+                                                   : v.dump(-1, ' ', false, json::error_handler_t::replace));
     }
   }
   return idx;
@@ -206,9 +248,11 @@ IndexCheck CheckIndexAgainstShards(const Index& index, const std::vector<ShardTe
         if (!twice_reported.insert(p.tensor).second) continue;
         std::string where;
         for (const auto& f : h) where += (where.empty() ? "" : ", ") + Quote(f);
+        const auto listed_in = index.weight_map.find(p.tensor);  // present: an "in other shard" problem
+        const std::string in = listed_in == index.weight_map.end() ? std::string("no shard") : Quote(listed_in->second);
         out.problems.push_back(Problem(reason::kIndexTensorStoredTwice, s.shard, p.tensor,
                                        "the tensor is stored in " + std::to_string(h.size()) + " shards (" + where +
-                                           "); the index puts it in " + Quote(index.weight_map.at(p.tensor))));
+                                           "); the index puts it in " + in));
         continue;
       }
       out.problems.push_back(std::move(p));

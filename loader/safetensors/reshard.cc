@@ -35,7 +35,7 @@ Status WriteShardIndex(const std::string& path, uint64_t total_size, const nlohm
   idx["weight_map"] = std::move(wm);
   std::string text;
   try {
-    text = idx.dump(2) + "\n";
+    text = util::DumpJson(idx, 2) + "\n";
   } catch (const std::exception& e) {  // invalid UTF-8 in a name
     return Status(Code::kInvalidArgument, "cannot write the index '" + path + "': " + e.what(), "InvalidName");
   }
@@ -87,6 +87,7 @@ struct Item {
   const Source* src = nullptr;
   const safetensors::TensorInfo* info = nullptr;
   Dtype out_dtype = Dtype::F32;
+  uint64_t out_nbytes = 0;  // bytes as written (as converted to out_dtype)
 };
 
 // One merged string map; `origin` remembers which file gave each key.
@@ -131,24 +132,29 @@ Result<IndexMetadata> ReadIndexMetadata(const std::string& index_path) {
     if (v.IsString()) {
       HUBLOAD_ASSIGN_OR_RETURN(out.text[k], v.AsString());
     } else {
-      out.text[k] = v.raw().dump();
+      out.text[k] = util::DumpJson(v.raw());
     }
   }
   return out;
 }
 
 // Writes one output file: header, then every tensor's bytes; source pages released as written.
+// `written(n)` is told the tensor bytes of this shard written so far.
 Status WriteShard(const std::string& path, std::vector<safetensors::TensorToWrite> tensors,
-                  const std::map<std::string, std::string>& metadata, const std::set<std::string>& mapped) {
+                  const std::map<std::string, std::string>& metadata, const std::set<std::string>& mapped,
+                  const std::function<void(uint64_t)>& written) {
   HUBLOAD_ASSIGN_OR_RETURN(std::string prefix, safetensors::SerializeHeader(&tensors, metadata));
   static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   return safetensors::internal::WriteAtomically(path, prefix, [&](int fd, const std::string& tmp) {
     constexpr uint64_t kPiece = 64ull << 20;
+    uint64_t done = 0;
     for (const auto& t : tensors) {
       const uint8_t* p = static_cast<const uint8_t*>(t.data);
       for (uint64_t off = 0; off < t.nbytes; off += kPiece) {
         const uint64_t n = std::min(kPiece, t.nbytes - off);
         HUBLOAD_RETURN_IF_ERROR(safetensors::internal::WriteAll(fd, p + off, n, tmp));
+        done += n;
+        if (written) written(done);
         if (!mapped.count(t.name)) continue;
         const uintptr_t a = (reinterpret_cast<uintptr_t>(p + off) + page - 1) & ~(page - 1);
         const uintptr_t b = reinterpret_cast<uintptr_t>(p + off + n) & ~(page - 1);
@@ -207,7 +213,7 @@ Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::str
   uint64_t storage = 0;
   for (const auto& s : sources) {
     for (const auto& info : s.file.header().tensors) {
-      Item item{&s, &info, info.dtype};
+      Item item{&s, &info, info.dtype, 0};
       if (options.float_dtype && IsFloatingDtype(info.dtype) && info.dtype != *options.float_dtype) {
         item.out_dtype = *options.float_dtype;
         if (!(info.dtype == Dtype::F16 || info.dtype == Dtype::BF16 || info.dtype == Dtype::F32 ||
@@ -227,6 +233,7 @@ Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::str
       const uint64_t bytes = item.out_dtype == info.dtype
                                  ? info.nbytes()
                                  : n * static_cast<uint64_t>(safetensors::DtypeBits(item.out_dtype)) / 8;
+      item.out_nbytes = bytes;
       entries.push_back({info.name, bytes, ++storage});
       if (!items.emplace(info.name, item).second) break;  // SplitStateDict names the duplicate
     }
@@ -246,12 +253,30 @@ Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::str
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return util::IoError("cannot create", out_dir, ec.value());
+  ReshardProgress prog;
+  prog.bytes_total = split.total_size;
+  prog.files_total = split.filename_to_tensors.size();
   for (const auto& [fname, names] : split.filename_to_tensors) {
+    prog.file = fname;
+    prog.file_bytes_done = 0;
+    prog.file_bytes_total = 0;
+    for (const auto& name : names)
+      if (const auto it = items.find(name); it != items.end()) prog.file_bytes_total += it->second.out_nbytes;
+    const uint64_t before = prog.bytes_done;
+    auto report = [&](uint64_t n) {
+      prog.file_bytes_done = n;
+      prog.bytes_done = before + n;
+      if (options.on_progress) options.on_progress(prog);
+    };
+    report(0);
     std::vector<safetensors::TensorToWrite> tw;
     std::vector<ConvertedTensorBytes> converted;  // alive until the shard is written
     std::set<std::string> mapped;
     for (const auto& name : names) {
-      const Item& item = items.at(name);
+      const auto found = items.find(name);
+      if (found == items.end())
+        return Status(Code::kInternal, "reshard: the split names " + name + ", which is not a source tensor");
+      const Item& item = found->second;
       safetensors::TensorToWrite w;
       w.name = name;
       w.dtype = item.out_dtype;
@@ -275,9 +300,11 @@ Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::str
       }
       tw.push_back(std::move(w));
     }
-    Status st = WriteShard((fs::path(out_dir) / fname).string(), std::move(tw), out_meta, mapped);
+    Status st = WriteShard((fs::path(out_dir) / fname).string(), std::move(tw), out_meta, mapped, report);
     if (!st.ok()) return st.WithPrefix("writing shard '" + fname + "'");
     result.files.push_back(fname);
+    ++prog.files_done;
+    report(prog.file_bytes_total);
   }
   if (split.is_sharded) {
     nlohmann::ordered_json meta = index_meta.raw;

@@ -238,6 +238,7 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved, con
                   " shard(s) that are not present: " + util::JoinCut(missing),
               "MissingShards");
     st.mutable_context().file = missing.front();
+    st.mutable_context().names = missing;  // the message cuts the list
     return st;
   }
   return out;

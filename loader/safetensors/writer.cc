@@ -90,7 +90,7 @@ Result<std::string> SerializeHeader(std::vector<TensorToWrite>* tensors,
   }
   std::string text;
   try {
-    text = j.dump();
+    text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);  // names checked UTF-8 above
   } catch (const std::exception& e) {
     return Status(Code::kInternal, std::string("SerializeHeader: ") + e.what());
   }

@@ -18,6 +18,10 @@ namespace hubload::internal {
 /// A LibTorch exception as a kInternal Status (first line of the message only).
 Status FromTorchError(const std::exception& e, const std::string& what);
 
+/// `st` prefixed with "tensor 'NAME'", unless its message names 'NAME'
+/// already (an error names each tensor once).
+Status NameTensor(const Status& st, const std::string& name);
+
 /// "[12,16]".
 std::string ShapeString(at::IntArrayRef s);
 

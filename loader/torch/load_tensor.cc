@@ -185,13 +185,17 @@ Result<at::Tensor> LoadTensorFromFd(int fd, uint64_t offset, const safetensors::
   return Converted(p, info, src, label);
 }
 
+Status internal::NameTensor(const Status& st, const std::string& name) {
+  return st.message().find("'" + name + "'") == std::string::npos ? st.WithPrefix("tensor '" + name + "'") : st;
+}
+
 Status ForEachTensor(const safetensors::SafetensorsFile& file, const LoadOptions& options,
                      const std::function<Status(const std::string&, at::Tensor)>& fn) {
   for (const auto& info : file.header().tensors) {
     auto t = LoadTensor(file, info, options);
     if (!t.ok()) return t.status().WithPrefix("'" + FileLabel(file) + "'");
     Status st = fn(info.name, std::move(t).value());
-    if (!st.ok()) return st.WithPrefix("tensor '" + info.name + "'");
+    if (!st.ok()) return internal::NameTensor(st, info.name);
   }
   return Status::Ok();
 }

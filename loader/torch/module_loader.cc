@@ -210,13 +210,17 @@ Status ModuleLoader::AddTensors(StateDict&& tensors, const std::string& shard_la
     at::NoGradGuard no_grad;
     for (size_t i : to_load) {
       auto& [name, t] = batch[i];
-      Entry& e = impl_->model.at(name);
+      auto entry = impl_->model.find(name);  // pass 1 kept only names of the model
+      if (entry == impl_->model.end()) return Status(Code::kInternal, "module load: " + name + " left the model");
+      Entry& e = entry->second;
       std::set<const void*> done;
       if (impl_->options.mode == ModuleLoadMode::kAssign) {
         at::Tensor src = t;
         if (e.tensor.defined() && e.tensor.device() != src.device()) src = src.to(e.tensor.device());
         for (const auto& tied : impl_->groups[e.group]) {
-          at::Tensor& dst = impl_->model.at(tied).tensor;
+          auto tied_entry = impl_->model.find(tied);
+          if (tied_entry == impl_->model.end()) continue;
+          at::Tensor& dst = tied_entry->second.tensor;
           if (!dst.defined()) continue;
           if (!done.insert(dst.unsafeGetTensorImpl()).second) continue;
           dst.set_data(src);

@@ -219,7 +219,10 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
   for (const auto& [fname, names] : split.filename_to_tensors) {
     std::vector<safetensors::TensorToWrite> tw;
     for (const auto& n : names) {
-      const Prepared& p = prepared.at(n);
+      const auto found = prepared.find(n);
+      if (found == prepared.end())
+        return Status(Code::kInternal, "save: the split names " + n + ", which is not in the state dict");
+      const Prepared& p = found->second;
       safetensors::TensorToWrite w;
       w.name = n;
       w.dtype = p.dtype;

@@ -137,7 +137,7 @@ Status ForEachPickleTensor(const pickle::PickleFile& file, const LoadOptions& op
     }
     if (!t.ok()) return t.status().WithPrefix("'" + file.path() + "'");
     Status st = fn(tensors[i].name, std::move(t).value());
-    if (!st.ok()) return st.WithPrefix("tensor '" + tensors[i].name + "'");
+    if (!st.ok()) return internal::NameTensor(st, tensors[i].name);
   }
   return Status::Ok();
 }

@@ -27,8 +27,10 @@ class EnvGuard {
     }
   }
  private:
-  static constexpr const char* kNames[] = {"HF_ENDPOINT", "HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "HF_HUB_CACHE",
-                                           "XDG_CACHE_HOME", "HF_HUB_OFFLINE", "HOME"};
+  static constexpr const char* kNames[] = {"HF_ENDPOINT",    "HF_TOKEN",       "HF_TOKEN_PATH",
+                                           "HF_HOME",        "HF_HUB_CACHE",   "XDG_CACHE_HOME",
+                                           "HF_HUB_OFFLINE", "HOME",           "HF_HUB_ETAG_TIMEOUT",
+                                           "HF_HUB_DOWNLOAD_TIMEOUT"};
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
@@ -76,6 +78,39 @@ TEST(HubConfig, EndpointAndOffline) {
   EXPECT_TRUE(c.offline);
   setenv("HF_HUB_OFFLINE", "0", 1);
   EXPECT_FALSE(hubload::HubConfig::FromEnvironment().offline);
+}
+
+// huggingface_hub constants: HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT,
+// 10 s each by default; a value that is not a positive number of seconds is
+// named in environment_errors and the default kept.
+TEST(HubConfig, TimeoutsFromTheEnvironment) {
+  EnvGuard g;
+  setenv("HOME", "/h", 1);
+  auto d = hubload::HubConfig::FromEnvironment();
+  EXPECT_EQ(d.etag_timeout_s, 10.0);
+  EXPECT_EQ(d.download_timeout_s, 10.0);
+  EXPECT_TRUE(d.environment_errors.empty());
+  setenv("HF_HUB_ETAG_TIMEOUT", "2.5", 1);
+  setenv("HF_HUB_DOWNLOAD_TIMEOUT", "30", 1);
+  auto c = hubload::HubConfig::FromEnvironment();
+  EXPECT_EQ(c.etag_timeout_s, 2.5);
+  EXPECT_EQ(c.download_timeout_s, 30.0);
+  EXPECT_TRUE(c.environment_errors.empty());
+  for (const char* bad : {"abc", "0", "-1", "10s", "", "1e9"}) {
+    SCOPED_TRACE(bad);
+    setenv("HF_HUB_ETAG_TIMEOUT", "3", 1);
+    setenv("HF_HUB_DOWNLOAD_TIMEOUT", bad, 1);
+    auto b = hubload::HubConfig::FromEnvironment();
+    EXPECT_EQ(b.etag_timeout_s, 3.0);
+    EXPECT_EQ(b.download_timeout_s, 10.0);
+    if (*bad == '\0') {  // empty: unset, as huggingface_hub reads it
+      EXPECT_TRUE(b.environment_errors.empty());
+      continue;
+    }
+    ASSERT_EQ(b.environment_errors.size(), 1u);
+    EXPECT_EQ(b.environment_errors[0], std::string("HF_HUB_DOWNLOAD_TIMEOUT='") + bad +
+                                           "' is not a positive number of seconds");
+  }
 }
 
 }  // namespace

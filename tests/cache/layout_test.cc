@@ -7,6 +7,7 @@
 
 #include "hubload/cache.h"
 #include "testing/util.h"
+#include "util/log_capture.h"
 
 namespace fs = std::filesystem;
 using hubload::RepoCache;
@@ -139,6 +140,113 @@ TEST(CacheLayout, NoExistMarker) {
   ASSERT_TRUE(rc.MarkNoExist(commit, "opt/x.json").ok());
   EXPECT_TRUE(rc.IsMarkedNoExist(commit, "opt/x.json"));
   EXPECT_EQ(fs::file_size(tmp.path() / ("models--org--m/.no_exist/" + commit + "/opt/x.json")), 0u);
+}
+
+// Issue 14: refs/<rev> as other tools may leave it. Never a throw or a hang;
+// absent and a folder are "no ref", anything else unusable is CorruptRef naming the file.
+TEST(CacheLayout, ReadRefCheckedTellsCorruptFromAbsent) {
+  hubload::testing::TempDir tmp;
+  RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
+  const std::string a(40, 'a');
+  fs::create_directories(tmp.path() / "models--org--m/refs");
+  auto absent = rc.ReadRefChecked("main");
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->has_value());
+  // Branch feature/x makes refs/feature a folder: not a ref, not corrupt (huggingface_hub: isfile).
+  ASSERT_TRUE(rc.WriteRef("feature/x", a).ok());
+  auto folder = rc.ReadRefChecked("feature");
+  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  EXPECT_FALSE(folder->has_value());
+  EXPECT_FALSE(rc.ReadRef("feature").has_value());
+  EXPECT_EQ(rc.ReadRefChecked("feature/x")->value_or(""), a);
+  // Unusable files: each a kInvalidFormat CorruptRef naming refs/main; ReadRef says nullopt.
+  const fs::path ref = tmp.path() / "models--org--m/refs/main";
+  auto expect_corrupt = [&](const std::string& what) {
+    auto r = rc.ReadRefChecked("main");
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), hubload::Code::kInvalidFormat) << what;
+    EXPECT_EQ(r.status().reason(), "CorruptRef") << what;
+    EXPECT_NE(r.status().message().find(ref.string()), std::string::npos) << what << ": " << r.status().message();
+    EXPECT_EQ(r.status().context().file, ref.string()) << what;
+    EXPECT_FALSE(rc.ReadRef("main").has_value()) << what;
+  };
+  for (const std::string& bad : {std::string("garbage\n"), std::string(""), std::string(39, 'a'), std::string(40, 'A'),
+                                 a + "\n" + a, std::string(5000, ' ') + a}) {
+    fs::remove_all(ref);
+    hubload::testing::WriteFileBytes(ref, bad);
+    expect_corrupt("bytes '" + bad.substr(0, 50) + "'");
+  }
+  // A fifo (opening it for reading would block until a writer came): refused at once.
+  fs::remove_all(ref);
+  ASSERT_EQ(::mkfifo(ref.c_str(), 0644), 0);
+  expect_corrupt("fifo");
+  // A symlink loop.
+  fs::remove_all(ref);
+  fs::create_symlink("main", ref);
+  expect_corrupt("symlink loop");
+  // Unreadable (not as root: root reads anything).
+  if (::geteuid() != 0) {
+    fs::remove_all(ref);
+    hubload::testing::WriteFileBytes(ref, a);
+    fs::permissions(ref, fs::perms::none);
+    expect_corrupt("mode 000");
+  }
+  // A good ref again, with surrounding whitespace another tool wrote.
+  fs::remove_all(ref);
+  hubload::testing::WriteFileBytes(ref, "  " + a + "\r\n");
+  EXPECT_EQ(rc.ReadRefChecked("main")->value_or(""), a);
+  // WriteRef replaces a corrupt ref.
+  hubload::testing::WriteFileBytes(ref, "garbage");
+  ASSERT_TRUE(rc.WriteRef("main", a).ok());
+  auto bytes = hubload::testing::ReadFileBytes(ref);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), a);
+}
+
+// Issue 14: .no_exist entries that are not the empty file huggingface_hub
+// touches are ignored (one warning each), and MarkNoExist replaces them
+// without writing through a symlink.
+TEST(CacheLayout, NoExistEntriesOfAnotherKindAreIgnored) {
+  hubload::testing::TempDir tmp;
+  RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
+  const std::string commit(40, 'c');
+  const fs::path dir = tmp.path() / ("models--org--m/.no_exist/" + commit);
+  fs::create_directories(dir / "folder");
+  hubload::testing::WriteFileBytes(dir / "nonempty.json", "{}");
+  hubload::testing::WriteFileBytes(tmp.path() / "outside.txt", "keep me");
+  fs::create_symlink(tmp.path() / "outside.txt", dir / "link.json");
+  ASSERT_EQ(::mkfifo((dir / "fifo.json").c_str(), 0644), 0);
+  hubload::testing::WriteFileBytes(dir / "empty.json", "");
+  {
+    hubload::util::WarningCapture log;
+    EXPECT_TRUE(rc.IsMarkedNoExist(commit, "empty.json"));
+    EXPECT_FALSE(rc.IsMarkedNoExist(commit, "folder"));  // markers of paths below it
+    EXPECT_FALSE(rc.IsMarkedNoExist(commit, "absent.json"));
+    EXPECT_EQ(log.Count(".no_exist"), 0);  // none of those is wrong
+    for (const char* p : {"nonempty.json", "link.json", "fifo.json"}) {
+      EXPECT_FALSE(rc.IsMarkedNoExist(commit, p)) << p;
+      EXPECT_EQ(log.Count((dir / p).string()), 1) << p;
+    }
+  }
+  // Marking replaces the wrong entries by the empty marker; the symlink's target is untouched.
+  for (const char* p : {"nonempty.json", "link.json", "fifo.json"}) {
+    ASSERT_TRUE(rc.MarkNoExist(commit, p).ok()) << p;
+    EXPECT_TRUE(rc.IsMarkedNoExist(commit, p)) << p;
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir / p))) << p;
+    EXPECT_EQ(fs::file_size(dir / p), 0u) << p;
+  }
+  auto kept = hubload::testing::ReadFileBytes(tmp.path() / "outside.txt");
+  EXPECT_EQ(std::string(kept.begin(), kept.end()), "keep me");
+}
+
+TEST(CacheLayout, RepoPathsMustBeUtf8) {
+  for (const std::string& bad : {std::string("f\xff.txt"), std::string("a/\xc3"), std::string("\xed\xa0\x80.bin")}) {
+    auto st = hubload::ValidateRepoPath(bad);
+    EXPECT_EQ(st.code(), hubload::Code::kInvalidArgument) << bad;
+    EXPECT_EQ(st.reason(), "UnsafePath") << bad;
+    EXPECT_NE(st.message().find("UTF-8"), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find('\xff'), std::string::npos) << "the byte is shown as \\xff";
+  }
+  EXPECT_NE(hubload::ValidateRepoPath("f\xff.txt").message().find("f\\xff.txt"), std::string::npos);
 }
 
 TEST(CacheLayout, FileLockExcludesAndTimesOutNamingThePath) {

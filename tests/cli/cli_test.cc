@@ -14,10 +14,10 @@ TEST(Cli, DistributedFlagSelectsTheJobWideDownload) {
   std::string out, err;
   int rc = RunCommand(HubloadBin() + " download org/name --distributed --help", &out, &err);
   EXPECT_EQ(rc, 0) << err;
-  EXPECT_NE(out.find("Usage: download-distributed"), std::string::npos) << out;
+  EXPECT_NE(out.find("Usage: hubload download-distributed"), std::string::npos) << out;
   rc = RunCommand(HubloadBin() + " load org/name --distributed --help", &out, &err);
   EXPECT_EQ(rc, 0) << err;
-  EXPECT_NE(out.find("Usage: load-distributed"), std::string::npos) << out;
+  EXPECT_NE(out.find("Usage: hubload load-distributed"), std::string::npos) << out;
 }
 
 TEST(Cli, DistributedFlagElsewhereIsAUsageError) {

@@ -17,34 +17,18 @@
 #include "testing/hub_server.h"
 #include "tests/hub/access_log.h"  // hubload::testing::Bytes, the shared test byte generator
 #include "testing/util.h"
+#include "tests/cli/cli_helpers.h"
 
 namespace {
 namespace fs = std::filesystem;
 using hubload::testing::RunCommand;
 using hubload::testing::TempDir;
 using json = nlohmann::json;
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// `hubload ARGS` with a clean environment; `env` is prepended (VAR=value ...).
-int Hubload(const std::string& args, std::string* out, std::string* err, const std::string& env = "") {
-  std::string cmd = "env -u HF_TOKEN -u HF_HUB_OFFLINE -u HF_ENDPOINT -u HUBLOAD_LOCK_MODE -u HF_HUB_CACHE -u HF_HOME " +
-                    env + " " + Quote(hubload::testing::HubloadBin()) + " " + args;
-  return RunCommand(cmd, out, err);
-}
+using hubload::testing::cli::Hubload;
+using hubload::testing::cli::Names;
+using hubload::testing::cli::Quote;
 
 std::string Sha256(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
-
-std::set<std::string> Names(const fs::path& dir) {
-  std::set<std::string> out;
-  std::error_code ec;
-  for (auto& e : fs::directory_iterator(dir, ec)) out.insert(e.path().filename().string());
-  return out;
-}
 
 // Paths of a `download --dry-run --json` answer, the store's .gitattributes left out.
 std::set<std::string> PathsOf(const std::string& dry_run_json) {
@@ -213,11 +197,15 @@ TEST(CacheVerify, NamesTheFlippedFileAndTheMissingOne) {
   // --local-dir: the plain files of a local_dir download.
   TempDir local;
   ASSERT_EQ(Hubload(g + "download org/m --local-dir " + Quote(local.str()) + " --quiet", &out, &err), 0) << err;
-  EXPECT_EQ(Hubload(g + "cache verify org/m --local-dir " + Quote(local.str()) + " --fail-on-extra-files", &out, &err),
+  // (as hf cache verify: --local-dir or --cache-dir, not both)
+  const std::string e = "--endpoint " + hub->url() + " ";
+  EXPECT_EQ(Hubload(e + "cache verify org/m --local-dir " + Quote(local.str()) + " --fail-on-extra-files", &out, &err),
             0)
-      << out;
+      << out << err;
+  EXPECT_EQ(Hubload(g + "cache verify org/m --local-dir " + Quote(local.str()), &out, &err), 2);
+  EXPECT_NE(err.find("--local-dir and --cache-dir"), std::string::npos) << err;
   hubload::testing::WriteFileBytes(local.path() / "a.bin", "short");
-  EXPECT_EQ(Hubload(g + "cache verify org/m --local-dir " + Quote(local.str()), &out, &err), 1);
+  EXPECT_EQ(Hubload(e + "cache verify org/m --local-dir " + Quote(local.str()), &out, &err), 1);
   EXPECT_NE(out.find("mismatch a.bin: size 5 bytes"), std::string::npos) << out;
 }
 
@@ -262,6 +250,9 @@ TEST(CacheLs, ReportsCorruptedEntriesAsWarningsAndFailsUnderStrict) {
   EXPECT_NE(all.find("stray partial download " + (c.repo() / "blobs" / (std::string(64, 'd') + ".incomplete")).string()),
             std::string::npos)
       << all;
+  // When prune would take it: its default --min-age-s (3600 s, hubload cache prune --help).
+  EXPECT_NE(all.find("(7 bytes, modified "), std::string::npos) << all;
+  EXPECT_NE(all.find("removes partials not modified for --min-age-s, 3600 s by default"), std::string::npos) << all;
   // The same lines on stderr in text mode; --strict (and the scan alias) fail.
   ASSERT_EQ(Hubload("--cache-dir " + Quote(c.dir.str()) + " cache ls", &out, &err), 0);
   EXPECT_NE(err.find("warning: dangling link"), std::string::npos) << err;
@@ -329,7 +320,8 @@ TEST(CacheLs, FiltersAndSortAsHfCacheLs) {
     return v;
   };
   using V = std::vector<std::string>;
-  EXPECT_EQ(ids("--filter 'size>1KB' --sort name"), (V{"org/big", "org/data"}));
+  // name sorts by hf's cache id: "dataset/org/data" < "model/org/big".
+  EXPECT_EQ(ids("--filter 'size>1KB' --sort name"), (V{"org/data", "org/big"}));
   EXPECT_EQ(ids("--filter 'size>=5000' --filter 'type=model'"), (V{"org/big"}));
   EXPECT_EQ(ids("--filter 'type=dataset'"), (V{"org/data"}));
   EXPECT_EQ(ids("--filter 'accessed>7d' --sort size"), (V{"org/big", "org/data"}));
@@ -364,12 +356,57 @@ TEST(CacheRm, RevisionTakesItsTreeListingAndAliasesWork) {
   EXPECT_EQ(Hubload(g + "cache rm hf://org/m/a.txt", &out, &err), 2);  // a path is not a repo
 }
 
+// A ref with no snapshot (written by a listing or a dry run) takes its tree listing and .no_exist
+// markers with it; the other revision keeps its own. The cache is made by hand.
+TEST(CacheRm, RefWithoutSnapshotTakesItsTreeListing) {
+  TempDir cache;
+  const fs::path repo = cache.path() / "models--org--m";
+  const std::string a = std::string(40, 'a'), x = std::string(40, '9');
+  const std::string blob = hubload::testing::GitBlobSha1Hex("abc");
+  fs::create_directories(repo / "blobs");
+  fs::create_directories(repo / "snapshots" / a);
+  fs::create_directories(repo / "refs");
+  fs::create_directories(repo / "trees");
+  fs::create_directories(repo / ".no_exist" / x);
+  hubload::testing::WriteFileBytes(repo / "blobs" / blob, "abc");
+  fs::create_symlink("../../blobs/" + blob, repo / "snapshots" / a / "f.txt");
+  hubload::testing::WriteFileBytes(repo / "refs/main", a);
+  hubload::testing::WriteFileBytes(repo / "refs/newbranch", x);
+  const std::string tree = "{\"format_version\": 1, \"files\": {\"f.txt\": {\"size\": 3, \"blob_id\": \"" + blob + "\"}}}";
+  hubload::testing::WriteFileBytes(repo / "trees" / (a + ".json"), tree);
+  hubload::testing::WriteFileBytes(repo / "trees" / (x + ".json"), tree);
+  hubload::testing::WriteFileBytes(repo / ".no_exist" / x / "missing.txt", "");
+  std::string out, err;
+  ASSERT_EQ(Hubload("--cache-dir " + Quote(cache.str()) + " cache rm org/m --revision newbranch", &out, &err), 0)
+      << err;
+  EXPECT_FALSE(fs::exists(repo / "refs/newbranch"));
+  EXPECT_FALSE(fs::exists(repo / "trees" / (x + ".json")));
+  EXPECT_FALSE(fs::exists(repo / ".no_exist" / x));
+  EXPECT_EQ(Names(repo / "trees"), (std::set<std::string>{a + ".json"}));
+  EXPECT_EQ(Names(repo / "refs"), (std::set<std::string>{"main"}));
+  EXPECT_TRUE(fs::is_symlink(repo / "snapshots" / a / "f.txt"));
+  EXPECT_EQ(Names(repo / "blobs"), (std::set<std::string>{blob}));
+  // The scan stays clean: no ref left naming a missing snapshot.
+  EXPECT_EQ(Hubload("--cache-dir " + Quote(cache.str()) + " cache ls --strict", &out, &err), 0) << err;
+}
+
 constexpr const char* kToken = "hf_clitest_token_42";
 
 std::unique_ptr<hubload::testing::TestHub> WritableHub() {
   hubload::server::ServerOptions so;
   so.tokens = {kToken};
   return hubload::testing::StartTestHub(so);
+}
+
+// What an upload of `dir` skips: a dangling link dangling.bin, a FIFO pipe, and linked/, a symlink to a
+// folder of `outside` holding inner.txt.
+void MakeSkippedEntries(const TempDir& dir, const TempDir& outside) {
+  fs::create_symlink(dir.path() / "nowhere", dir.path() / "dangling.bin");
+  fs::create_directories(outside.path() / "d");
+  hubload::testing::WriteFileBytes(outside.path() / "d/inner.txt", "x");
+  fs::create_directory_symlink(outside.path() / "d", dir.path() / "linked");
+  std::string out, err;
+  ASSERT_EQ(RunCommand("mkfifo " + Quote((dir.path() / "pipe").string()), &out, &err), 0) << err;
 }
 
 TEST(Upload, WarnsAboutWhatItSkipsAndLfsPointerText) {
@@ -380,12 +417,8 @@ TEST(Upload, WarnsAboutWhatItSkipsAndLfsPointerText) {
   hubload::testing::WriteFileBytes(dir.path() / "model.safetensors",
                                    "version https://git-lfs.github.com/spec/v1\noid sha256:" + std::string(64, '1') +
                                        "\nsize 123456\n");
-  fs::create_symlink(dir.path() / "nowhere", dir.path() / "dangling.bin");
-  fs::create_directories(outside.path() / "d");
-  hubload::testing::WriteFileBytes(outside.path() / "d/inner.txt", "x");
-  fs::create_directory_symlink(outside.path() / "d", dir.path() / "linked");
+  MakeSkippedEntries(dir, outside);
   std::string out, err;
-  ASSERT_EQ(RunCommand("mkfifo " + Quote((dir.path() / "pipe").string()), &out, &err), 0) << err;
   const std::string g = "--endpoint " + hub->url() + " --token " + kToken + " ";
   ASSERT_EQ(Hubload(g + "upload org/up " + Quote(dir.str()) + " --commit-message first", &out, &err), 0) << err;
   EXPECT_NE(err.find("skipped dangling symlink '" + (dir.path() / "dangling.bin").string() + "'"), std::string::npos)
@@ -403,6 +436,56 @@ TEST(Upload, WarnsAboutWhatItSkipsAndLfsPointerText) {
   ASSERT_EQ(Hubload(g + "--cache-dir " + Quote(cache.str()) + " download org/up --dry-run --json", &out, &err), 0)
       << err;
   EXPECT_EQ(PathsOf(out), (std::set<std::string>{"a.txt", "model.safetensors"}));
+}
+
+// Skip warnings only for what the allow/ignore patterns would have uploaded; an upload left with nothing
+// but skipped entries fails naming them.
+TEST(Upload, SkipWarningsFollowThePatternsAndAnEmptyUploadNamesWhatItSkipped) {
+  auto hub = WritableHub();
+  ASSERT_TRUE(hub);
+  TempDir dir, outside, lonely;
+  hubload::testing::WriteFileBytes(dir.path() / "a.txt", "hello");
+  MakeSkippedEntries(dir, outside);
+  std::string out, err;
+  const std::string g = "--endpoint " + hub->url() + " --token " + kToken + " ";
+  const std::string up = g + "upload org/pat " + Quote(dir.str()) + " --quiet ";
+  // --include a.txt: none of the three would have been uploaded, so no word about them.
+  ASSERT_EQ(Hubload(up + "--include a.txt", &out, &err), 0) << err;
+  EXPECT_EQ(err.find("skipped"), std::string::npos) << err;
+  // --include '*.txt' would have taken linked/inner.txt: the folder is named, the link and the FIFO are not.
+  ASSERT_EQ(Hubload(up + "--include '*.txt'", &out, &err), 0) << err;
+  EXPECT_NE(err.find("skipped symlinked folder '" + (dir.path() / "linked").string() + "'"), std::string::npos) << err;
+  EXPECT_EQ(err.find("dangling"), std::string::npos) << err;
+  EXPECT_EQ(err.find("pipe"), std::string::npos) << err;
+  // --exclude: an excluded entry is never named either.
+  ASSERT_EQ(Hubload(up + "--exclude 'dangling.bin' --exclude pipe --exclude 'linked*'", &out, &err), 0) << err;
+  EXPECT_EQ(err.find("skipped"), std::string::npos) << err;
+  // A folder holding only a dangling link: the error says what was skipped.
+  fs::create_symlink(lonely.path() / "gone", lonely.path() / "weights.bin");
+  EXPECT_EQ(Hubload(g + "upload org/pat " + Quote(lonely.str()) + " --quiet", &out, &err), 1);
+  EXPECT_NE(err.find("EmptyCommit"), std::string::npos) << err;
+  EXPECT_NE(err.find("skipped dangling symlink '" + (lonely.path() / "weights.bin").string() + "'"), std::string::npos)
+      << err;
+}
+
+// `repo branch create --exist-ok` says whether it created the branch or found it.
+TEST(RepoBranch, ExistOkSaysTheBranchExists) {
+  auto hub = WritableHub();
+  ASSERT_TRUE(hub);
+  hub->AddRepo("org/r", {{"a.txt", "a"}});
+  const std::string g = "--endpoint " + hub->url() + " --token " + kToken + " repo ";
+  std::string out, err;
+  ASSERT_EQ(Hubload(g + "branch create org/r dev --exist-ok", &out, &err), 0) << err;
+  EXPECT_EQ(out, "created branch dev of org/r\n");
+  ASSERT_EQ(Hubload(g + "branch create org/r dev --exist-ok", &out, &err), 0) << err;
+  EXPECT_EQ(out, "branch dev of org/r exists already (--exist-ok: nothing changed)\n");
+  EXPECT_EQ(Hubload(g + "branch create org/r dev", &out, &err), 1);
+  ASSERT_EQ(Hubload(g + "tag create org/r v1", &out, &err), 0) << err;
+  ASSERT_EQ(Hubload(g + "tag create org/r v1 --exist-ok", &out, &err), 0) << err;
+  EXPECT_EQ(out, "tag v1 of org/r exists already (--exist-ok: nothing changed)\n");
+  // A name git refuses is refused by the server (400), named.
+  EXPECT_EQ(Hubload(g + "branch create org/r x.lock", &out, &err), 1);
+  EXPECT_NE(err.find("'.lock'"), std::string::npos) << err;
 }
 
 TEST(Upload, FileFolderPathInRepoNewBranchAndPushAlias) {

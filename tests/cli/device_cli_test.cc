@@ -269,34 +269,60 @@ TEST(DeviceCli, TablePrintsThePlanWithNoSplitModules) {
     EXPECT_TRUE(std::regex_search(r.out, std::regex(line))) << line << " not in:\n" << r.out;
 }
 
+struct FailCase {
+  std::string args;                   // after `hubload load`
+  std::vector<std::string> mentions;  // each must be on stderr
+};
+// Every case fails with `rc`; a failure of the load itself (rc 1) is one line on stderr.
+void ExpectLoadFailures(const std::vector<FailCase>& cases, int rc) {
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    CliRun r = Load(c.args);
+    EXPECT_EQ(r.rc, rc) << r.out << r.err;
+    if (rc == 1) {
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    for (const auto& s : c.mentions) EXPECT_NE(r.err.find(s), std::string::npos) << s << " not in: " << r.err;
+  }
+}
+
 TEST(DeviceCli, ErrorsAreOneLineExit1) {
   TempDir d;
   WriteModel(d.path() / "m");
   const std::string m = (d.path() / "m").string();
-  struct Case {
-    std::string args;
-    std::vector<std::string> mentions;
-  } cases[] = {
+  ExpectLoadFailures({
       // cuda:0 has 50 B, cpu 10 B: embed (40) -> cuda:0, layers.0.a (20) fits neither 10 B left nor cpu.
       {m + " --device-map sequential --max-memory cpu=10B --device-backend fake --fake-gpus 1 --fake-gpu-memory "
            "50B --plan-only",
        {"DoesNotFit", "'layers.0.a' (20 B)", "cuda:0 10 B left of 50 B", "cpu 10 B left of 10 B"}},
       {m + " --device-map embed=cpu,layers=cpu --plan-only", {"UncoveredTensor", "'head.weight'"}},
-      {m + " --device-map everywhere --plan-only", {"InvalidDeviceMap", "'everywhere'"}},
       // A typo ("layer" for "layers") matches no tensor: named, with the closest module, even though "" covers all.
       {m + " --device-map layer.0=0,=cpu --device-backend fake --fake-gpus 1 --fake-gpu-memory 1KiB",
        {"DeviceMapEntryUnmatched", "'layer.0' -> cuda:0", "closest module: 'layers.0'"}},
-      {m + " --max-memory 0=1GB", {"--device-map"}},
-      {m + " --device-map auto --max-memory 0=10Gb --plan-only", {"InvalidMemorySize", "bits"}},
       {m + " --device cuda:3 --device-backend fake --fake-gpus 2 --plan-only", {"UnknownDevice", "cuda:3"}},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.args);
-    CliRun r = Load(c.args);
-    EXPECT_EQ(r.rc, 1) << r.out << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    for (const auto& s : c.mentions) EXPECT_NE(r.err.find(s), std::string::npos) << s << " not in: " << r.err;
-  }
+  }, 1);
+  // A size outside the one grammar is a usage error (exit 2) quoting the text (tests/cli/size_errors_test.cc).
+  CliRun r = Load(m + " --device-map auto --max-memory 0=10Gb --plan-only");
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  for (const std::string s : {"--max-memory", "'10Gb'", "bits"})
+    EXPECT_NE(r.err.find(s), std::string::npos) << s << " not in: " << r.err;
+}
+
+// A value refused by its own grammar (not by the model or the machine) is a usage error: exit 2, one line
+// naming the option and the text.
+TEST(DeviceCli, RefusedOptionValuesAreUsageErrors) {
+  TempDir d;
+  WriteModel(d.path() / "m");
+  const std::string m = (d.path() / "m").string();
+  ExpectLoadFailures({
+      {m + " --device tpu", {"--device", "'tpu'"}},
+      {m + " --device cuda:x --plan-only", {"--device", "'cuda:x'"}},
+      {m + " --device-map bogus --plan-only", {"--device-map", "'bogus'"}},
+      {m + " --device-map everywhere --plan-only", {"--device-map", "'everywhere'"}},
+      {m + " --device-map a=b --plan-only", {"--device-map", "'b'"}},
+      {m + " --max-memory 0=1GB", {"--max-memory", "--device-map"}},
+      {m + " --no-split 'layers.*' --plan-only", {"--no-split", "--device-map"}},
+  }, 2);
 }
 
 TEST(DeviceCli, UnknownBackendIsAUsageError) {

@@ -205,16 +205,83 @@ TEST(UsageErrors, BadOptionValuesExit2NamingOptionAndValue) {
       {"download org/m --max-workers 0", "--max-workers", "0"},
       {"download org/m --repo-type foo", "--repo-type", "foo"},
       {"cache delete org/m --repo-type foo", "--repo-type", "foo"},
+      {"download org/m --revision ''", "--revision", "''"},
+      {"upload org/m " + src + " --revision ''", "--revision", "''"},
+      {"load-distributed org/m --tensors '('", "--tensors", "'('"},
+      {"download-distributed org/m --chunk-bytes 1", "--chunk-bytes", "'1'"},
+      // The server's numbers and sizes (a refused value never starts it: `timeout` below).
+      {"serve " + src + " --threads 0", "--threads", "0"},
+      {"serve " + src + " --tree-page-size -5", "--tree-page-size", "-5"},
+      {"serve " + src + " --signed-url-ttl -1", "--signed-url-ttl", "-1"},
+      {"serve " + src + " --fault-latency-ms -5", "--fault-latency-ms", "-5"},
+      {"serve " + src + " --fault-url-ttl -2", "--fault-url-ttl", "-2"},
+      {"serve " + src + " --port 70000", "--port", "70000"},
+      {"serve " + src + " --lfs-threshold 10Mb", "--lfs-threshold", "10Mb"},
+      {"serve " + src + " --multipart-chunk-size 0", "--multipart-chunk-size", "0"},
+      {"serve " + src + " --fault-bandwidth fast", "--fault-bandwidth", "fast"},
+      {"serve " + src + " --fault-total-bandwidth 0.5", "--fault-total-bandwidth", "0.5"},
+      {"serve " + src + " --fault-url-bytes 1e6", "--fault-url-bytes", "1e6"},
+      {"serve " + src + " --fault-status x:y", "--fault-status", "x:y"},
+      {"serve " + src + " --path-prefix pre", "--path-prefix", "pre"},
+      {"store add " + src + "/st org/m " + src + " --lfs-threshold 1Gb", "--lfs-threshold", "1Gb"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
     std::string out, err;
-    EXPECT_EQ(RunCommand(Q(HubloadBin()) + " " + c.args, &out, &err), 2) << err;
+    EXPECT_EQ(RunCommand("timeout 60 " + Q(HubloadBin()) + " " + c.args, &out, &err), 2) << err;
     EXPECT_NE(err.find(c.option), std::string::npos) << err;
     EXPECT_NE(err.find(c.value), std::string::npos) << err;
   }
   EXPECT_FALSE(fs::exists(d.path() / "demo"));
   EXPECT_FALSE(fs::exists(d.path() / "out"));
+  EXPECT_FALSE(fs::exists(d.path() / "st"));
+}
+
+TEST(UsageErrors, UnknownSubcommandsAndLeadingOptionsAreNamed) {
+  TempDir d;
+  struct Case {
+    std::string args;
+    std::vector<std::string> mentions;
+  } cases[] = {
+      {"cache lss", {"unknown command 'cache lss'", "ls", "prune"}},
+      {"repo brnch create org/m x", {"unknown command 'repo brnch'", "branch", "tag"}},
+      {"repo branch crate org/m x", {"unknown command 'repo branch crate'", "create", "delete"}},
+      {"--cache-dir " + d.str() + " cache --json lss", {"unknown command 'cache lss'"}},
+      {"store ad " + d.str() + " org/m " + d.str(), {"unknown command 'store ad'"}},
+      // A mistyped global option is named, not its value taken for the command.
+      {"--endpont http://127.0.0.1:9 download org/m", {"unknown option '--endpont'"}},
+      {"--cache-dir " + d.str() + " --tokn hf_x download org/m", {"unknown option '--tokn'"}},
+      {"--endpont=http://127.0.0.1:9 download org/m", {"unknown option '--endpont'"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    std::string out, err;
+    EXPECT_EQ(RunCommand(Q(HubloadBin()) + " " + c.args, &out, &err), 2) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    for (const auto& m : c.mentions) EXPECT_NE(err.find(m), std::string::npos) << m << " not in: " << err;
+  }
+  // The right words and forms still work.
+  std::string out, err;
+  EXPECT_EQ(RunCommand(Q(HubloadBin()) + " --cache-dir=" + d.str() + " cache ls --json", &out, &err), 0) << err;
+  EXPECT_EQ(RunCommand(Q(HubloadBin()) + " repo branch --help", &out, &err), 0) << err;
+  EXPECT_EQ(RunCommand(Q(HubloadBin()) + " --cache-dir " + d.str() + " cache ls --json", &out, &err), 0) << err;
+}
+
+// A bad HUBLOAD_LOCK_MODE (or HF_HUB_*_TIMEOUT) is a usage error for a command that locks the cache or talks
+// to a Hub, not for --version, --help or a command that does neither.
+TEST(UsageErrors, EnvironmentErrorsOnlyForCommandsThatUseIt) {
+  TempDir d, src;
+  hubload::testing::WriteFileBytes(src.path() / "a.txt", "a");
+  const std::string env = "HUBLOAD_LOCK_MODE=nfs ";
+  std::string out, err;
+  EXPECT_EQ(RunCommand(env + Q(HubloadBin()) + " --version", &out, &err), 0) << err;
+  EXPECT_EQ(out.rfind("hubload ", 0), 0u) << out;
+  EXPECT_EQ(RunCommand(env + Q(HubloadBin()) + " --help", &out, &err), 0) << err;
+  EXPECT_EQ(RunCommand(env + Q(HubloadBin()) + " download --help", &out, &err), 0) << err;
+  EXPECT_EQ(RunCommand(env + Q(HubloadBin()) + " store add " + d.str() + "/st org/m " + src.str(), &out, &err), 0) << err;
+  EXPECT_EQ(RunCommand(env + Q(HubloadBin()) + " --cache-dir " + d.str() + " download org/m --offline", &out, &err), 2);
+  EXPECT_NE(err.find("HUBLOAD_LOCK_MODE='nfs'"), std::string::npos) << err;
+  EXPECT_EQ(RunCommand("HF_HUB_ETAG_TIMEOUT=-1 " + Q(HubloadBin()) + " --version", &out, &err), 0) << err;
 }
 
 TEST(UsageErrors, UnknownLockModeIsRefused) {

@@ -42,6 +42,24 @@ if(dyn MATCHES "libtorch" OR dyn MATCHES "libc10")
 endif()
 run_consumer(consumer_core)
 
+# find_package(hubload COMPONENTS core) with LibTorch made unfindable: configures,
+# builds and runs (a C++ user who only downloads needs no LibTorch installed).
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SRC} -B ${WORK_DIR}/build-core -G ${GENERATOR}
+                        -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_BUILD_TYPE=Release -DCORE_ONLY=ON
+                        -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "core-only consumer configure (no Torch) failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build-core RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "core-only consumer build failed: ${rc}")
+endif()
+execute_process(COMMAND ${WORK_DIR}/build-core/consumer_core ${SHARED_DATA} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "core-only consumer_core failed: ${rc}")
+endif()
+
 # The installed CLI: bin/hubload hands `load` over to libexec/hubload/hubload-torch.
 if(EXISTS ${PREFIX}/libexec/hubload/hubload-torch)
   execute_process(COMMAND ${PREFIX}/bin/hubload load --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

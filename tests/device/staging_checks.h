@@ -175,7 +175,7 @@ inline void ExpectConversionsMatchOracle(const std::shared_ptr<DeviceBackend>& b
     StagingOptions opt;
     opt.buffer_bytes = buffer_bytes;
     opt.num_buffers = 3;
-    opt.target_dtype = target;
+    opt.target_dtype = target == Dtype::F32 ? TargetDtype::kF32 : target == Dtype::F16 ? TargetDtype::kF16 : TargetDtype::kBF16;
     auto loader = StagingLoader::Create(backend, opt);
     ASSERT_TRUE(loader.ok()) << loader.status().ToString();
     DeviceStateDict dict(backend);

@@ -97,7 +97,7 @@ TEST(Staging, ConvertedPiecesHoldWholeElements) {
   for (int i = 0; i < 100; ++i) v[i] = static_cast<float>(i);
   Shard sh = MakeShard({{"w", Dtype::F32, {10, 10}, F32Bytes(v)}});
   StagingOptions o = Opts(70, 2);
-  o.target_dtype = Dtype::F16;
+  o.target_dtype = TargetDtype::kF16;
   auto loader = StagingLoader::Create(b, o);
   ASSERT_TRUE(loader.ok());
   DeviceStateDict dict(b);
@@ -262,7 +262,7 @@ TEST(Staging, CpuPlacementReadsStraightIntoHostMemory) {
                         {"cpu.w", Dtype::F32, {4}, F32Bytes(v)},
                         {"cpu.ids", Dtype::I64, {3}, PatternBytes(24, 8)}});
   StagingOptions o = Opts(4096);
-  o.target_dtype = Dtype::BF16;
+  o.target_dtype = TargetDtype::kBF16;
   auto loader = StagingLoader::Create(b, o);
   ASSERT_TRUE(loader.ok());
   DeviceStateDict dict(b);
@@ -329,7 +329,7 @@ TEST(Staging, ConversionScratchIsFreedWithTheLoader) {
   auto b = Fake(1, 1 << 20);
   Shard sh = MakeShard({{"w", Dtype::BF16, {64}, PatternBytes(128, 1)}});
   StagingOptions o = Opts(1024, 3);
-  o.target_dtype = Dtype::F32;
+  o.target_dtype = TargetDtype::kF32;
   {
     auto loader = StagingLoader::Create(b, o);
     ASSERT_TRUE(loader.ok());
@@ -374,10 +374,9 @@ TEST(Staging, InvalidOptionsAndPlacements) {
     StagingOptions o;
     const char* what;
   };
-  StagingOptions one_buffer = Opts(64, 1), one_stream = Opts(64, 4, 1), tiny = Opts(4), int_target = Opts(64);
-  int_target.target_dtype = Dtype::I32;
-  for (const Bad& c : {Bad{one_buffer, "num_buffers"}, Bad{one_stream, "num_streams"}, Bad{tiny, "buffer_bytes"},
-                       Bad{int_target, "target_dtype"}}) {
+  // A non-floating target dtype is not representable (StagingOptions::target_dtype is a TargetDtype).
+  StagingOptions one_buffer = Opts(64, 1), one_stream = Opts(64, 4, 1), tiny = Opts(4);
+  for (const Bad& c : {Bad{one_buffer, "num_buffers"}, Bad{one_stream, "num_streams"}, Bad{tiny, "buffer_bytes"}}) {
     auto l = StagingLoader::Create(b, c.o);
     ASSERT_FALSE(l.ok()) << c.what;
     EXPECT_EQ(l.status().code(), Code::kInvalidArgument);

@@ -35,6 +35,7 @@
 #include "hubload/server.h"
 #include "loader/distributed/plan.h"
 #include "testing/util.h"
+#include "tests/hub/endpoints.h"
 
 extern char** environ;
 
@@ -133,20 +134,7 @@ Repo MakeRepo(int64_t rows = 256) {
 
 // ---- processes --------------------------------------------------------------
 
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
+uint16_t FreePort() { return hubload::testing::FreeLoopbackPort(); }
 
 struct RankResult {
   int exit_code = -1;   // exit status, or -1 when killed by a signal
@@ -161,14 +149,15 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
-// Runs one `hubload` process per rank (two nodes x two ranks) and waits for
-// all of them, at most `deadline_s` seconds (then kills the leftovers and
-// reports them as killed by SIGKILL).
+// Runs one `hubload` process per rank (two nodes of world / 2 ranks; 4 ranks
+// unless `world` says otherwise) and waits for all of them, at most
+// `deadline_s` seconds (then kills the leftovers and reports them as killed
+// by SIGKILL).
 std::vector<RankResult> RunJob(const std::vector<std::string>& args, const std::string& endpoint,
                                const std::vector<std::string>& node_caches, const fs::path& logdir,
                                const std::map<int, std::map<std::string, std::string>>& extra_env = {},
-                               double deadline_s = 180, const std::set<int>& hung = {}) {
-  const int world = 4, per_node = 2;
+                               double deadline_s = 180, const std::set<int>& hung = {}, int world = 4) {
+  const int per_node = world / 2;
   const uint16_t port = FreePort();
   std::vector<pid_t> pids(world, -1);
   static const std::set<std::string> drop = {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
@@ -630,6 +619,68 @@ TEST_F(DistributedJob, LoadSharesTheDriversChecksAndReport) {
     EXPECT_NE(rs[r].err.find("IndexTensorMissing"), std::string::npos) << rs[r].err;
     EXPECT_NE(rs[r].err.find("layer.weight"), std::string::npos) << rs[r].err;
   }
+}
+
+// The Hub down with both node caches warm (issue 13 item 4): a 2-rank load
+// (two nodes, one rank each) uses the cached snapshot. Rank 0 lists the repo
+// once: one warning naming the commit in every rank's report and once on
+// rank 0's stderr; a refused connection is not retried.
+class DistributedHubDown : public DistributedJob {
+ protected:
+  void Warm() {
+    auto rs = RunJob(Args("warm"), server_->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
+    server_->Stop();
+    server_.reset();
+  }
+  std::vector<std::string> Args(const std::string& tag) {
+    return {"load-distributed", kRepo, "--json", (tmp_.path() / "logs" / (tag + "-{rank}.json")).string(),
+            "--timeout", "90", "--heartbeat-timeout", "20"};
+  }
+  static int Count(const std::string& text, const std::string& needle) {
+    int n = 0;
+    for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+    return n;
+  }
+  void ExpectCachedLoad(const std::string& endpoint, const std::map<std::string, std::string>& env) {
+    auto rs = RunJob(Args("down"), endpoint, caches_, tmp_.path() / "logs", {{0, env}, {1, env}}, 180, {}, 2);
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      json j = json::parse(Slurp(tmp_.path() / "logs" / ("down-" + std::to_string(r) + ".json")), nullptr, false);
+      ASSERT_FALSE(j.is_discarded());
+      EXPECT_EQ(j["commit"], commit_);
+      const json by_name = hubload::testing::TensorsByName(j);
+      ASSERT_EQ(by_name.size(), repo_.tensor_sha256.size());
+      for (const auto& [name, sha] : repo_.tensor_sha256) {
+        ASSERT_TRUE(by_name.contains(name)) << name;
+        EXPECT_EQ(by_name[name]["sha256"], sha) << name;
+      }
+      int unreachable = 0;
+      for (const auto& w : j["warnings"]) {
+        const std::string text = w.get<std::string>();
+        if (text.find("could not be reached") == std::string::npos) continue;
+        ++unreachable;
+        EXPECT_NE(text.find(commit_), std::string::npos) << text;
+        EXPECT_NE(text.find("'main'"), std::string::npos) << text;
+      }
+      EXPECT_EQ(unreachable, 1) << j["warnings"].dump();
+      EXPECT_EQ(rs[r].err.find("retrying"), std::string::npos) << rs[r].err;
+    }
+    EXPECT_EQ(Count(rs[0].err, "could not be reached"), 1) << rs[0].err;
+    EXPECT_EQ(Count(rs[1].err, "could not be reached"), 0) << rs[1].err;
+  }
+};
+
+TEST_F(DistributedHubDown, RefusedHubLoadsTheCachedSnapshotWithOneWarning) {
+  Warm();
+  ExpectCachedLoad(hubload::testing::RefusedUrl(), {});
+}
+
+TEST_F(DistributedHubDown, SilentHubLoadsTheCachedSnapshotWithOneWarning) {
+  Warm();
+  hubload::testing::SilentServer silent;
+  ExpectCachedLoad(silent.url(), {{"HF_HUB_ETAG_TIMEOUT", "1"}});
 }
 
 // ---- torch-free parts ---------------------------------------------------------

@@ -2,7 +2,8 @@
 // servers (hub/http_parse.h, hub/url.cc): Content-Range, ETag / X-Linked-Etag
 // (normalisation, If-Range, Hub etag check), X-Linked-Size / Content-Length,
 // X-Repo-Commit, Link pagination (and the origin check of its target),
-// Location (relative redirect resolution), Retry-After, RateLimit.
+// Location (relative redirect resolution), Retry-After (seconds and HTTP-date),
+// RateLimit / RateLimit-Policy, the 429 gate key of a URL.
 // The input is split at the first NUL into (header value, base URL); every
 // parser must accept any bytes without crashing, hanging or reading out of
 // bounds (ASan/UBSan on).
@@ -11,7 +12,9 @@
 #include <string>
 #include <string_view>
 
+#include "hub/url.h"
 #include "hub/http_parse.h"
+#include "hub/rate_gate.h"
 #include "hubload/transport.h"
 #include "util/hex.h"
 
@@ -35,6 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)(value.size() == 40 && util::IsLowerHex(value));  // X-Repo-Commit
   (void)RetryAfterSeconds(value);
   (void)RateLimitResetSeconds(value);
+  if (auto w = RetryAfterSecondsAt(value, 1700000000); w && *w < 0) __builtin_trap();  // never a negative wait
+  {
+    HttpHeaders rl;
+    rl.Add("RateLimit", std::string(value));
+    rl.Add("RateLimit-Policy", std::string(value));
+    (void)ParseRateLimit(rl);
+    (void)AnnouncedWait(rl, 1700000000);
+    (void)hubload::hub_internal::RateKey(base);
+  }
   if (auto next = NextLinkValue(value)) {
     (void)UrlOrigin(*next);
     (void)RedactUrl(*next);

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "hub/answers.h"
+#include "hub/errors.h"
+#include "testing/json_mutate.h"
 
 using hubload::Code;
 using json = nlohmann::json;
@@ -15,69 +17,15 @@ namespace hi = hubload::hub_internal;
 
 namespace {
 
-const std::vector<json> kTypes = {nullptr, true, false, 0, 7, -3, 1.5, 18446744073709551615ull, "text", "",
-                                  json::array(), json::array({1, "x"}), json::object(), json{{"k", "v"}}};
+using hubload::testing::JsonField;
+constexpr auto kString = json::value_t::string;
+constexpr auto kUint = json::value_t::number_unsigned;
+constexpr auto kArray = json::value_t::array;
+constexpr auto kObject = json::value_t::object;
 
-void Pointers(const json& j, const json::json_pointer& at, std::vector<json::json_pointer>* out) {
-  if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      auto p = at / it.key();
-      out->push_back(p);
-      Pointers(it.value(), p, out);
-    }
-  } else if (j.is_array()) {
-    for (size_t i = 0; i < j.size(); ++i) {
-      auto p = at / i;
-      out->push_back(p);
-      Pointers(j[i], p, out);
-    }
-  }
-}
-
-// Runs `parse` on every one-field mutation of `doc`; `required` lists the
-// pointers whose wrong type must be an error naming the field's key.
 int Mutate(const json& doc, const std::function<hubload::Status(const json&)>& parse,
-           const std::vector<std::pair<std::string, json::value_t>>& required) {
-  std::vector<json::json_pointer> ptrs;
-  Pointers(doc, json::json_pointer(), &ptrs);
-  int runs = 0;
-  for (auto& p : ptrs) {
-    for (const json& t : kTypes) {
-      json m = doc;
-      m[p] = t;
-      hubload::Status st;
-      EXPECT_NO_THROW(st = parse(m)) << p.to_string();
-      ++runs;
-      if (!st.ok()) {
-        EXPECT_EQ(st.code(), Code::kInvalidFormat) << p.to_string() << " = " << t.dump() << ": " << st.ToString();
-        EXPECT_NE(st.message().find("doc://test"), std::string::npos) << st.message();
-      }
-      for (auto& [rp, type] : required) {
-        if (p.to_string() != rp) continue;
-        bool same = t.type() == type ||
-                    (type == json::value_t::number_unsigned && t.is_number_integer() && t.get<int64_t>() >= 0);
-        if (same) continue;
-        EXPECT_FALSE(st.ok()) << rp << " = " << t.dump() << " was accepted";
-        EXPECT_NE(st.message().find(p.back()), std::string::npos) << st.message();
-      }
-    }
-    // And the field removed.
-    json m = doc;
-    json& parent = m[p.parent_pointer()];
-    if (parent.is_object()) {
-      parent.erase(p.back());
-      hubload::Status st;
-      EXPECT_NO_THROW(st = parse(m));
-      for (auto& [rp, type] : required) {
-        if (p.to_string() == rp) {
-          EXPECT_FALSE(st.ok()) << rp << " missing was accepted";
-        }
-      }
-    }
-  }
-  // The whole document replaced by each type.
-  for (const json& t : kTypes) EXPECT_NO_THROW((void)parse(t));
-  return runs;
+           const std::vector<JsonField>& checked) {
+  return hubload::testing::MutateEveryField(doc, parse, checked, "doc://test");
 }
 
 }  // namespace
@@ -88,7 +36,7 @@ TEST(HubAnswers, RevisionInfo) {
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(*ok, "0123456789012345678901234567890123456789");
   EXPECT_GT(Mutate(doc, [](const json& j) { return hi::ParseRevisionSha(j, "doc://test").status(); },
-                   {{"/sha", json::value_t::string}}),
+                   {{"/sha", kString}}),
             0);
 }
 
@@ -108,8 +56,20 @@ TEST(HubAnswers, TreePage) {
   EXPECT_EQ((*ok)[0].size, 12u);
   EXPECT_EQ((*ok)[1].lfs_sha256, std::string(64, 'd'));
   EXPECT_EQ((*ok)[1].size, 1048576u);  // the LFS size, not the pointer's
+  // The issue's own examples each fail, naming the field: "size":"2", "type":1, "oid":{...}, "path":42.
+  for (auto [key, bad] : std::vector<std::pair<std::string, json>>{
+           {"size", "2"}, {"type", 1}, {"oid", json{{"k", "v"}}}, {"path", 42}}) {
+    json m = doc;
+    m[0][key] = bad;
+    auto st = hi::ParseTreePage(m, "doc://test").status();
+    EXPECT_EQ(st.code(), Code::kInvalidFormat) << key << " = " << bad.dump();
+    EXPECT_NE(st.message().find("'[0]." + key + "'"), std::string::npos) << st.message();
+  }
+  // Every field of the two file entries (a directory's other fields are not read).
   Mutate(doc, [](const json& j) { return hi::ParseTreePage(j, "doc://test").status(); },
-         {{"/0/path", json::value_t::string}});
+         {{"/0", kObject}, {"/0/path", kString}, {"/0/type", kString, false}, {"/0/size", kUint, false},
+          {"/0/oid", kString, false}, {"/2/path", kString}, {"/2/lfs", kObject, false},
+          {"/2/lfs/oid", kString, false}, {"/2/lfs/size", kUint, false}, {"/1/type", kString, false}});
 }
 
 TEST(HubAnswers, Preupload) {
@@ -123,8 +83,8 @@ TEST(HubAnswers, Preupload) {
   EXPECT_TRUE((*ok)[1].should_ignore);
   EXPECT_EQ((*ok)[1].upload_mode, "regular");
   Mutate(doc, [](const json& j) { return hi::ParsePreupload(j, "doc://test").status(); },
-         {{"/files", json::value_t::array}, {"/files/0/path", json::value_t::string},
-          {"/files/0/uploadMode", json::value_t::string}});
+         {{"/files", kArray}, {"/files/0/path", kString}, {"/files/0/uploadMode", kString},
+          {"/files/0/shouldIgnore", json::value_t::boolean, false}, {"/files/0/oid", kString, false}});
 }
 
 TEST(HubAnswers, LfsBatch) {
@@ -149,9 +109,8 @@ TEST(HubAnswers, LfsBatch) {
   EXPECT_TRUE((*ok)[2].has_error);
   EXPECT_EQ((*ok)[2].error_code, 403);
   Mutate(doc, [](const json& j) { return hi::ParseLfsBatch(j, "doc://test").status(); },
-         {{"/objects", json::value_t::array}, {"/objects/0/oid", json::value_t::string},
-          {"/objects/0/size", json::value_t::number_unsigned},
-          {"/objects/0/actions/upload/href", json::value_t::string}});
+         {{"/objects", kArray}, {"/objects/0/oid", kString}, {"/objects/0/size", kUint},
+          {"/objects/0/actions/upload/href", kString}});
   // A part URL of another type is an error naming it.
   json bad = doc;
   bad["objects"][0]["actions"]["upload"]["header"]["00002"] = 5;
@@ -171,10 +130,127 @@ TEST(HubAnswers, CommitAndRepoCreation) {
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->pr_url, "http://hub/org/m/discussions/3");
   Mutate(doc, [](const json& j) { return hi::ParseCommitAnswer(j, "doc://test").status(); },
-         {{"/commitOid", json::value_t::string}, {"/commitUrl", json::value_t::string}});
+         {{"/commitOid", kString}, {"/commitUrl", kString}, {"/pullRequestUrl", kString, false}});
   json repo = {{"url", "http://hub/org/m"}, {"name", "org/m"}};
   auto u = hi::ParseRepoUrl(repo, "doc://test");
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->value_or(""), "http://hub/org/m");
-  Mutate(repo, [](const json& j) { return hi::ParseRepoUrl(j, "doc://test").status(); }, {});
+  Mutate(repo, [](const json& j) { return hi::ParseRepoUrl(j, "doc://test").status(); }, {{"/url", kString, false}});
+}
+
+TEST(HubAnswers, Refs) {
+  const std::string a(40, 'a'), b(40, 'b'), c(40, 'c');
+  json doc = {{"branches", {{{"name", "main"}, {"ref", "refs/heads/main"}, {"targetCommit", a}}}},
+              {"tags", {{{"name", "v1"}, {"ref", "refs/tags/v1"}, {"targetCommit", b}}}},
+              {"converts", json::array()},
+              {"pullRequests", {{{"name", "refs/pr/1"}, {"ref", "refs/pr/1"}, {"targetCommit", c}}}}};
+  auto ok = hi::ParseRefs(doc, "doc://test");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->branches.size(), 1u);
+  EXPECT_EQ(ok->branches[0].name, "main");
+  EXPECT_EQ(ok->branches[0].target_commit, a);
+  ASSERT_EQ(ok->tags.size(), 1u);
+  EXPECT_EQ(ok->tags[0].ref, "refs/tags/v1");
+  ASSERT_EQ(ok->pull_requests.size(), 1u);
+  EXPECT_EQ(ok->pull_requests[0].target_commit, c);
+  std::vector<JsonField> fields = {{"/branches", kArray}, {"/tags", kArray}, {"/pullRequests", kArray, false}};
+  for (const char* list : {"/branches/0", "/tags/0", "/pullRequests/0"}) {
+    fields.push_back({list, kObject});
+    for (const char* key : {"/name", "/ref", "/targetCommit"}) fields.push_back({std::string(list) + key, kString});
+  }
+  Mutate(doc, [](const json& j) { return hi::ParseRefs(j, "doc://test").status(); }, fields);
+  // A targetCommit that is a string but not a commit is refused too, naming it.
+  json bad = doc;
+  bad["tags"][0]["targetCommit"] = "xyz";
+  auto st = hi::ParseRefs(bad, "doc://test").status();
+  EXPECT_EQ(st.code(), Code::kInvalidFormat);
+  EXPECT_NE(st.message().find("'tags[0].targetCommit'"), std::string::npos) << st.message();
+}
+
+TEST(HubAnswers, CommitsPage) {
+  const std::string a(40, 'a'), b(40, 'b');
+  json doc = json::array({{{"id", a},
+                           {"title", "Add weights"},
+                           {"message", "long text"},
+                           {"date", "2026-12-01T10:00:00.000Z"},
+                           {"authors", {{{"user", "alice"}, {"avatar", "x"}}, {{"user", "bob"}}}}},
+                          {{"id", b}, {"title", "Initial commit"}}});
+  auto ok = hi::ParseCommitsPage(doc, "doc://test");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[0].commit_id, a);
+  EXPECT_EQ((*ok)[0].title, "Add weights");
+  EXPECT_EQ((*ok)[0].created_at, "2026-12-01T10:00:00.000Z");
+  EXPECT_EQ((*ok)[0].authors, (std::vector<std::string>{"alice", "bob"}));
+  EXPECT_EQ((*ok)[1].message, "");
+  Mutate(doc, [](const json& j) { return hi::ParseCommitsPage(j, "doc://test").status(); },
+         {{"/0", kObject}, {"/0/id", kString}, {"/0/title", kString, false}, {"/0/message", kString, false},
+          {"/0/date", kString, false}, {"/0/authors", kArray, false}, {"/0/authors/0", kObject},
+          {"/0/authors/0/user", kString}, {"/1/id", kString}, {"/1/title", kString, false}});
+}
+
+// Error answers (huggingface_hub hf_raise_for_status): the body only adds a
+// message; with any field of any type the Status is the one the HTTP status
+// and X-Error-Code give, and a message of the wrong type is not shown.
+TEST(HubAnswers, ErrorBodies) {
+  const json doc = {{"error", "Repository Not Found for url"},
+                    {"message", "m"},
+                    {"error_description", "d"},
+                    {"errors", {{{"message", "first of errors"}}}}};
+  struct Answer {
+    int status;
+    const char* error_code;
+    Code code;
+  };
+  const std::vector<Answer> answers = {{404, "RepoNotFound", Code::kRepoNotFound},
+                                       {404, "EntryNotFound", Code::kEntryNotFound},
+                                       {401, "", Code::kUnauthorized},
+                                       {403, "", Code::kPermissionDenied},
+                                       {429, "", Code::kRateLimited},
+                                       {500, "", Code::kServerError},
+                                       {400, "", Code::kInvalidArgument}};
+  auto classify = [](const Answer& a, const std::string& body) {
+    hubload::HttpHeaders h;
+    if (*a.error_code) h.Add("X-Error-Code", a.error_code);
+    hubload::ErrorContext ctx;
+    ctx.repo_id = "org/m";
+    ctx.file = "config.json";
+    ctx.url = "http://hub/x";
+    return hubload::StatusFromHttp(a.status, h, body, ctx);
+  };
+  // The valid body: its first message is shown.
+  EXPECT_NE(classify(answers[0], doc.dump()).message().find("Repository Not Found for url"), std::string::npos);
+  json only_errors = {{"errors", {{{"message", "first of errors"}}}}};
+  EXPECT_NE(classify(answers[0], only_errors.dump()).message().find("first of errors"), std::string::npos);
+  // Values whose text would be recognisable in a message if a non-string were shown.
+  const std::vector<json> distinctive = {true, 1.5, 18446744073709551615ull, json{{"k", "v"}}};
+  std::vector<std::string> ptrs = {"/error", "/message", "/error_description", "/errors", "/errors/0",
+                                   "/errors/0/message"};
+  for (const Answer& a : answers) {
+    auto check = [&](const std::string& body, const std::string& what) {
+      hubload::Status st;
+      EXPECT_NO_THROW(st = classify(a, body)) << what;
+      EXPECT_EQ(st.code(), a.code) << a.status << " " << a.error_code << ", " << what << ": " << st.ToString();
+      EXPECT_EQ(st.context().http_status, a.status) << what;
+      // A message is shown only when it is a string (or the first string of an array).
+      for (const json& t : distinctive) {
+        EXPECT_EQ(st.message().find(t.dump()), std::string::npos) << what;
+      }
+    };
+    for (const std::string& p : ptrs) {
+      for (const json& t : hubload::testing::EveryJsonType()) {
+        json m = doc;
+        m[json::json_pointer(p)] = t;
+        check(m.dump(), p + " = " + t.dump());
+        // And the same field alone in the body (no other message to fall back on).
+        json alone = json::object();
+        if (p.rfind("/errors", 0) == 0) alone = only_errors;
+        alone[json::json_pointer(p)] = t;
+        check(alone.dump(), "alone " + p + " = " + t.dump());
+      }
+    }
+    for (const json& t : hubload::testing::EveryJsonType()) check(t.dump(), "body = " + t.dump());
+    check("{not json", "not JSON");
+    check(std::string(10000, '['), "deep nesting");
+  }
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "access_log.h"
 #include "endpoints.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
@@ -123,4 +124,44 @@ TEST(HubCli, EnvironmentTimeoutsAndLockModeAreReadAndBadValuesAreUsageErrors) {
     std::string name = std::string(bad).substr(0, std::string(bad).find('='));
     EXPECT_NE(err.find(name), std::string::npos) << err;
   }
+}
+
+// HF_HUB_DOWNLOAD_TIMEOUT reaches the downloads (through HubConfig::
+// FromEnvironment, the one reader): a body that stops for 12 s after 1 MiB is
+// given up with the variable at 1 s and resumed with Range (two GETs in the
+// server's access log); with the default 10 s the stall ends first (one GET).
+// (libcurl's low-speed check averages the last few seconds, so an abort comes
+// some seconds after the limit: hence the long stall.)
+TEST(HubCli, DownloadTimeoutFromTheEnvironmentEndsAStalledTransfer) {
+  hubload::testing::TempDir logs;
+  hubload::server::ServerOptions so;
+  so.access_log = (logs.path() / "access.log").string();
+  auto hub = hubload::testing::StartTestHub(so);
+  ASSERT_TRUE(hub);
+  hubload::server::CreateRepoOptions lfs;
+  lfs.lfs_threshold_bytes = 1024;
+  const std::string data = hubload::testing::Bytes(3 << 20, 7);
+  const std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
+  hub->AddRepo("org/m", {{"w.bin", data}}, lfs);
+  std::string out, err;
+  auto download = [&](const std::string& env, const hubload::testing::TempDir& cache) {
+    hub->faults().SetStallAfterBytes(sha, 1 << 20, 12000, 1);
+    EXPECT_EQ(RunCommand(env + Bin() + " --endpoint " + hub->url() + " --cache-dir " + cache.str() +
+                             " download org/m w.bin --quiet",
+                         &out, &err),
+              0)
+        << err;
+    EXPECT_EQ(ReadAll(LastLine(out)), data);
+    return hubload::testing::Gets(so.access_log, sha);
+  };
+  hubload::testing::TempDir short_cache, default_cache;
+  auto gets = download("HF_HUB_DOWNLOAD_TIMEOUT=1 ", short_cache);
+  ASSERT_EQ(gets.size(), 2u);
+  EXPECT_EQ(gets[0].bytes, 1u << 20);
+  EXPECT_EQ(gets[1].range, "bytes=1048576-");
+  EXPECT_EQ(gets[1].bytes, (3u << 20) - (1u << 20));
+  auto all = download("", default_cache);
+  ASSERT_EQ(all.size(), 3u) << "with the default limit the 12 s stall ends first: one more GET";
+  EXPECT_EQ(all[2].bytes, 3u << 20);
+  EXPECT_TRUE(all[2].range.empty());
 }

@@ -14,12 +14,14 @@
 #include "hubload/hub.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
+#include "field_support.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
 using hubload::testing::StartTestHub;
 using hubload::testing::TempDir;
 using hubload::testing::TestHub;
+using hubload::testing::field::Opts;  // the hub tests' client options
 
 namespace {
 
@@ -42,22 +44,6 @@ std::string GitSha1(const std::string& content) { return hubload::testing::GitBl
 std::string ReadAll(const fs::path& p) {
   auto b = hubload::testing::ReadFileBytes(p);
   return std::string(b.begin(), b.end());
-}
-
-hubload::ClientOptions Opts(const TestHub& hub, const std::string& cache) {
-  hubload::ClientOptions o;
-  o.config.endpoint = hub.url();
-  o.config.cache_dir = cache;
-  o.config.token = "";
-  o.config.offline = false;
-  o.retry.initial_backoff_s = 0.01;
-  o.retry.max_backoff_s = 0.05;
-  o.retry.jitter_fraction = 0;
-  o.retry.max_total_s = 10;
-  o.transport_options.low_speed_time_s = 5;
-  o.download_timeout_s = 5;
-  o.lock_timeout_s = 60;
-  return o;
 }
 
 hubload::FileRequest Req(const std::string& repo, const std::string& file, const std::string& rev = "main") {
@@ -495,18 +481,30 @@ TEST(HubDownload, CompletePartialIsPromotedWithoutRangedGet) {
   EXPECT_EQ(ReadAll(*q), data);
 }
 
+// org/m with the LFS file w.bin (300000 bytes of Pattern(seed)) and a cache
+// holding its first 100000 bytes as a partial download.
+struct ResumableInCache {
+  std::unique_ptr<TestHub> hub = StartTestHub();
+  std::string data, sha;
+  TempDir cache;
+  explicit ResumableInCache(int seed) : data(Pattern(300000, seed)), sha(Sha256(data)) {
+    if (!hub) return;
+    hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
+    fs::create_directories(cache.path() / "models--org--m/blobs");
+    hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (sha + ".incomplete"),
+                                     data.substr(0, 100000));
+  }
+};
+
 TEST(HubDownload, ProgressAfterResumeCountsOnlyBytesReceivedInThisRun) {
   // Issue 19: a resumed download reports the partial's bytes as done but not
   // as received (the rate's numerator); received == what the server sent.
-  auto hub = StartTestHub();
-  ASSERT_TRUE(hub);
-  std::string data = Pattern(300000, 10);
-  std::string sha = Sha256(data);
-  hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
-  TempDir cache;
-  fs::create_directories(cache.path() / "models--org--m/blobs");
-  hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (sha + ".incomplete"),
-                                   data.substr(0, 100000));
+  ResumableInCache r(10);
+  ASSERT_TRUE(r.hub);
+  auto& hub = r.hub;
+  const std::string& data = r.data;
+  const std::string& sha = r.sha;
+  TempDir& cache = r.cache;
   std::atomic<uint64_t> done{0}, received{0};
   hubload::SnapshotRequest req;
   req.repo_id = "org/m";
@@ -518,6 +516,38 @@ TEST(HubDownload, ProgressAfterResumeCountsOnlyBytesReceivedInThisRun) {
   EXPECT_EQ(done.load(), data.size());
   EXPECT_EQ(BytesFor(*hub, sha), data.size() - 100000);  // the server's own count
   EXPECT_EQ(received.load(), data.size() - 100000);
+}
+
+TEST(HubDownload, SingleFileDownloadReportsProgressThroughItsCallbacks) {
+  // FileRequest::callbacks (hf_hub_download has a progress bar too): the same
+  // counts as a snapshot's, after a resumed partial of 100000 bytes.
+  ResumableInCache r(11);
+  ASSERT_TRUE(r.hub);
+  auto& hub = r.hub;
+  const std::string& data = r.data;
+  const std::string& sha = r.sha;
+  std::atomic<uint64_t> done{0}, total{0}, received{0}, file_done{0};
+  std::atomic<int> file_done_calls{0};
+  auto req = Req("org/m", "w.bin");
+  req.callbacks.on_progress = [&](uint64_t d, uint64_t t) {
+    done = d;
+    total = t;
+  };
+  req.callbacks.on_bytes_received = [&](uint64_t n) { received = n; };
+  req.callbacks.on_file_progress = [&](const std::string& p, uint64_t d, uint64_t) {
+    EXPECT_EQ(p, "w.bin");
+    file_done = d;
+  };
+  req.callbacks.on_file_done = [&](const std::string&, const std::string&) { ++file_done_calls; };
+  auto p = hubload::HubClient(Opts(*hub, r.cache.str())).Download(req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(ReadAll(*p), data);
+  EXPECT_EQ(done.load(), data.size());
+  EXPECT_EQ(total.load(), data.size());
+  EXPECT_EQ(file_done.load(), data.size());
+  EXPECT_EQ(received.load(), BytesFor(*hub, sha));  // the server's own count
+  EXPECT_EQ(received.load(), data.size() - 100000);
+  EXPECT_EQ(file_done_calls.load(), 0);  // documented: the path is the result
 }
 
 TEST(HubDownload, ServerIgnoringRangeRestartsWithoutDuplicatingBytes) {
@@ -579,7 +609,7 @@ TEST(HubDownload, MetadataTimeoutIsApplied) {
   hub->faults().SetLatencyMs(3000);
   TempDir cache;
   auto o = Opts(*hub, cache.str());
-  o.etag_timeout_s = 1;
+  o.config.etag_timeout_s = 1;
   o.retry.max_retries = 0;
   auto p = hubload::HubClient(o).Download(Req("org/m", "a.txt"));
   EXPECT_EQ(p.status().code(), Code::kNetwork);

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "field_support.h"
 #include "hubload/hub.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
@@ -33,83 +34,9 @@ using hubload::testing::TempDir;
 using hubload::testing::TestHub;
 using json = nlohmann::json;
 
+using namespace hubload::testing::field;  // NOLINT(build/namespaces): Opts, Req, Pattern, AccessLog, ...
+
 namespace {
-
-constexpr uint64_t kMiB = 1024 * 1024;
-
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  uint32_t x = 2463534242u + static_cast<uint32_t>(seed);
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s[i] = static_cast<char>(x & 0xff);
-  }
-  return s;
-}
-
-std::string Sha256(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
-
-std::string FileSha256(const fs::path& p) {
-  auto b = hubload::testing::ReadFileBytes(p);
-  return hubload::testing::Sha256Hex(b.data(), b.size());
-}
-
-hubload::ClientOptions Opts(const TestHub& hub, const std::string& cache) {
-  hubload::ClientOptions o;
-  o.config.endpoint = hub.url();
-  o.config.cache_dir = cache;
-  o.config.token = "";
-  o.config.offline = false;
-  o.retry.initial_backoff_s = 0.01;
-  o.retry.max_backoff_s = 0.05;
-  o.retry.jitter_fraction = 0;
-  o.retry.max_total_s = 10;
-  o.transport_options.low_speed_time_s = 5;
-  o.download_timeout_s = 5;
-  o.lock_timeout_s = 60;
-  return o;
-}
-
-hubload::FileRequest Req(const std::string& repo, const std::string& file) {
-  hubload::FileRequest r;
-  r.repo_id = repo;
-  r.filename = file;
-  return r;
-}
-
-hubload::server::CreateRepoOptions SmallLfs() {
-  hubload::server::CreateRepoOptions o;
-  o.lfs_threshold_bytes = 1024;  // files >= 1 KiB are LFS (sha256 etag, CDN redirect)
-  return o;
-}
-
-std::unique_ptr<TestHub> HubWithLog(const TempDir& logs, hubload::server::Faults faults = {}) {
-  hubload::server::ServerOptions so;
-  so.access_log = logs.str() + "/access.log";
-  so.faults = faults;
-  return StartTestHub(so);
-}
-
-// Access-log lines (one JSON object each). Stops the server first so that
-// every answer, including one cut short, has been logged.
-std::vector<json> AccessLog(TestHub& hub, const TempDir& logs) {
-  hub.server->Stop();
-  std::vector<json> out;
-  std::ifstream in(logs.str() + "/access.log");
-  std::string line;
-  while (std::getline(in, line)) out.push_back(json::parse(line));
-  return out;
-}
-
-// Requests with `method` whose path contains `needle`.
-std::vector<json> Lines(const std::vector<json>& log, const std::string& method, const std::string& needle) {
-  std::vector<json> out;
-  for (auto& j : log)
-    if (j.value("method", "") == method && j.value("path", "").find(needle) != std::string::npos) out.push_back(j);
-  return out;
-}
 
 void SetAge(const std::string& p, double age_s) {
   double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - age_s;
@@ -318,7 +245,7 @@ TEST(HubFailures, B19_StalledTransferIsAbortedAndResumedWithRange) {
   TempDir cache;
   auto o = Opts(*hub, cache.str());
   o.transport_options.low_speed_time_s = 2;
-  o.download_timeout_s = 2;  // HF_HUB_DOWNLOAD_TIMEOUT: the stall limit of download GETs
+  o.config.download_timeout_s = 2;  // HF_HUB_DOWNLOAD_TIMEOUT: the stall limit of download GETs
   auto t0 = std::chrono::steady_clock::now();
   auto p = hubload::HubClient(o).Download(Req("org/m", "model.safetensors"));
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -350,7 +277,7 @@ TEST(HubFailures, B19_StallEndsWhenTheServerStops) {
   TempDir cache;
   auto o = Opts(*hub, cache.str());
   o.transport_options.low_speed_time_s = 1;
-  o.download_timeout_s = 1;
+  o.config.download_timeout_s = 1;
   o.max_resume_attempts = 1;
   o.retry.max_retries = 0;
   std::thread client([&] { (void)hubload::HubClient(o).Download(Req("org/m", "w.bin")); });

@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "hub/url.h"
 #include "hubload/hub.h"
 #include "hubload/reasons.h"
 #include "hubload/upload.h"

@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 
+#include "hub/errors.h"
 #include "hubload/hub.h"
 
 namespace {

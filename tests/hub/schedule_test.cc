@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -163,6 +164,42 @@ TEST(Schedule, FilesCompleteInLoadOrderOnALinkSharedByAllConnections) {
     EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data)) << p;
     ExpectTiled(Gets(r.log, Sha(data)), data.size(), p);
   }
+}
+
+// On a link capped in total, the earliest unfinished file has the whole link
+// until its last byte is in: when file k's last byte is in, the server has
+// started sending at most one chunk of any later file (its counters count a
+// request's planned body bytes when it starts). Files of 8 chunks on the
+// adaptive connection count, given out of name order.
+TEST(Schedule, NoLaterFileSharesTheLinkBeforeTheEarliestIsIn) {
+  std::map<std::string, std::string> files;
+  const std::vector<std::string> order = {"d.safetensors", "b.safetensors", "c.safetensors", "a.safetensors"};
+  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = Bytes(8 * kMiB, 40 + static_cast<uint32_t>(i));
+  Repo r(files);
+  ASSERT_TRUE(r.hub);
+  r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
+  std::map<std::string, std::string> cdn_path;  // file -> its path on the CDN listener
+  for (auto& [p, data] : files) cdn_path[p] = "/models--org--m/" + Sha(data);
+  TempDir cache;
+  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  std::mutex mu;
+  std::map<std::string, uint64_t> later_bytes;  // file -> bytes of later files started when its last byte was in
+  hubload::DownloadCallbacks cb;
+  cb.on_file_bytes = [&](const hubload::FileBytes& fb) {
+    if (fb.size <= 0 || fb.contiguous_bytes != static_cast<uint64_t>(fb.size)) return;
+    auto stats = r.hub->server->stats();
+    std::lock_guard<std::mutex> l(mu);
+    if (later_bytes.count(fb.path_in_repo)) return;
+    uint64_t n = 0;
+    auto pos = std::find(order.begin(), order.end(), fb.path_in_repo);
+    for (auto it = pos + 1; it < order.end(); ++it) n += stats.body_bytes_per_path[cdn_path[*it]];
+    later_bytes[fb.path_in_repo] = n;
+  };
+  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, order, cb);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(later_bytes.size(), order.size());
+  for (const auto& p : order) EXPECT_LE(later_bytes[p], kMiB) << "bytes of files after " << p;
+  for (auto& [p, data] : files) ExpectTiled(Gets(r.log, Sha(data)), data.size(), p);
 }
 
 TEST(Schedule, ServerIgnoringRangeMovesExactlyEachFilesBytes) {

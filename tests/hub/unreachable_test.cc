@@ -2,19 +2,20 @@
 // server (accepts connections, never answers), with and without a cached
 // snapshot, for every entry point. Retry sleeps are recorded through
 // RetryPolicy::sleep (no real waiting, no timing assertion but one lower
-// bound); warnings are counted through a spdlog sink.
+// bound); warnings are counted through util::WarningCapture (a spdlog sink).
 #include <gtest/gtest.h>
-#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "endpoints.h"
 #include "hubload/hub.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
+#include "util/log_capture.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -24,38 +25,7 @@ using hubload::testing::TempDir;
 
 namespace {
 
-// Collects warnings logged through spdlog's default logger.
-class Warnings : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  int Count(const std::string& needle) {
-    std::lock_guard<std::mutex> l(mutex_);
-    int n = 0;
-    for (auto& m : lines_) n += m.find(needle) != std::string::npos;
-    return n;
-  }
-  void Clear() {
-    std::lock_guard<std::mutex> l(mutex_);
-    lines_.clear();
-  }
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    if (msg.level == spdlog::level::warn) lines_.emplace_back(msg.payload.data(), msg.payload.size());
-  }
-  void flush_() override {}
-
- private:
-  std::vector<std::string> lines_;
-};
-
-struct Scope {
-  std::shared_ptr<Warnings> sink = std::make_shared<Warnings>();
-  Scope() { spdlog::default_logger()->sinks().push_back(sink); }
-  ~Scope() {
-    auto& s = spdlog::default_logger()->sinks();
-    s.erase(std::remove(s.begin(), s.end(), sink), s.end());
-  }
-};
+using Scope = hubload::util::WarningCapture;
 
 const std::map<std::string, std::string> kFiles = {{"config.json", "{\"a\": 1}"},
                                                    {"model.safetensors", std::string(300000, 'w')}};
@@ -82,8 +52,8 @@ hubload::ClientOptions Opts(const std::string& endpoint, const std::string& cach
   hubload::ClientOptions o;
   o.config.endpoint = endpoint;
   o.config.cache_dir = cache;
-  o.etag_timeout_s = 0.5;
-  o.download_timeout_s = 1;
+  o.config.etag_timeout_s = 0.5;
+  o.config.download_timeout_s = 1;
   o.transport_options.connect_timeout_s = 2;
   o.retry.max_retries = 2;
   o.retry.initial_backoff_s = 0.01;
@@ -96,7 +66,7 @@ hubload::ClientOptions Opts(const std::string& endpoint, const std::string& cach
 void ExpectServedFromCache(const std::string& endpoint) {
   CachedRepo r;
   ASSERT_FALSE(r.commit.empty());
-  Scope log;
+  hubload::util::WarningCapture log;
   std::vector<double> sleeps;
   hubload::HubClient client(Opts(endpoint, r.cache.str(), &sleeps));
   const std::string snap = r.cache.str() + "/models--org--m/snapshots/" + r.commit;
@@ -104,9 +74,9 @@ void ExpectServedFromCache(const std::string& endpoint) {
   auto c = client.ResolveCommit("org/m", "main");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(*c, r.commit);
-  EXPECT_EQ(log.sink->Count(r.commit), 1) << "ResolveCommit warns once, naming the commit";
+  EXPECT_EQ(log.Count(r.commit), 1) << "ResolveCommit warns once, naming the commit";
 
-  log.sink->Clear();
+  log.Clear();
   auto l = client.ListFiles("org/m", "main");
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->commit, r.commit);
@@ -115,36 +85,36 @@ void ExpectServedFromCache(const std::string& endpoint) {
   EXPECT_EQ(l->files[1].size, 300000u);
   ASSERT_EQ(l->warnings.size(), 1u);
   EXPECT_NE(l->warnings[0].find(r.commit), std::string::npos);
-  EXPECT_EQ(log.sink->Count(r.commit), 1);
+  EXPECT_EQ(log.Count(r.commit), 1);
 
-  log.sink->Clear();
+  log.Clear();
   hubload::FileRequest fr;
   fr.repo_id = "org/m";
   fr.filename = "config.json";
   auto p = client.Download(fr);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(*p, snap + "/config.json");
-  EXPECT_EQ(log.sink->Count(r.commit), 1);
+  EXPECT_EQ(log.Count(r.commit), 1);
 
-  log.sink->Clear();
+  log.Clear();
   std::vector<std::string> done;
   hubload::DownloadCallbacks cb;
   cb.on_file_done = [&](const std::string& path, const std::string&) { done.push_back(path); };
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"model.safetensors", "config.json"}, cb);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(done, (std::vector<std::string>{"model.safetensors", "config.json"}));
-  EXPECT_EQ(log.sink->Count(r.commit), 1);
+  EXPECT_EQ(log.Count(r.commit), 1);
 
-  log.sink->Clear();
+  log.Clear();
   hubload::SnapshotRequest sr;
   sr.repo_id = "org/m";
   auto s = client.Snapshot(sr);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(*s, snap);
-  EXPECT_EQ(log.sink->Count(r.commit), 1);
+  EXPECT_EQ(log.Count(r.commit), 1);
 
   // A pinned commit lists from trees/<commit>.json the same way.
-  log.sink->Clear();
+  log.Clear();
   auto pinned = client.ListFiles("org/m", r.commit);
   ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
   EXPECT_EQ(pinned->files.size(), 2u);
@@ -207,11 +177,11 @@ TEST(Unreachable, OfflineCorruptRefOrTreeFileIsAClearErrorNeverAnAbort) {
                           "{\"files\": {\"../x\": {\"size\": 1}}}", "{\"files\": {\"a\": {\"size\": -1}}}",
                           "{\"files\": {\"a\": {\"size\": 1, \"blob_id\": 7}}}"}) {
     hubload::testing::WriteFileBytes(repo / "trees" / (r.commit + ".json"), std::string(bad));
-    Scope log;
+    hubload::util::WarningCapture log;
     auto l = client.ListFiles("org/m", "main");
     ASSERT_TRUE(l.ok()) << bad << ": " << l.status().ToString();
     EXPECT_EQ(l->files.size(), 2u) << bad;
-    EXPECT_EQ(log.sink->Count((repo / "trees").string()), 1) << bad;
+    EXPECT_EQ(log.Count((repo / "trees").string()), 1) << bad;
   }
   // A corrupt ref: the offline miss says so.
   hubload::testing::WriteFileBytes(repo / "refs" / "main", std::string("garbage\n"));
@@ -221,4 +191,83 @@ TEST(Unreachable, OfflineCorruptRefOrTreeFileIsAClearErrorNeverAnAbort) {
   auto l = client.ListFiles("org/m", "main");
   EXPECT_EQ(l.status().code(), Code::kOfflineMiss);
   EXPECT_NE(l.status().message().find("corrupt"), std::string::npos) << l.status().ToString();
+}
+
+// A served repo (kFiles) already downloaded once into a fresh cache.
+class CorruptCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    hub = hubload::testing::StartTestHub();
+    ASSERT_TRUE(hub);
+    commit = hub->AddRepo("org/m", kFiles);
+    client = std::make_unique<hubload::HubClient>(Opts(hub->url(), cache.str(), &sleeps));
+    req.repo_id = "org/m";
+    ASSERT_TRUE(client->Snapshot(req).ok());
+  }
+  std::unique_ptr<hubload::testing::TestHub> hub;
+  std::string commit;
+  TempDir cache;
+  std::vector<double> sleeps;
+  std::unique_ptr<hubload::HubClient> client;
+  hubload::SnapshotRequest req;
+};
+
+// Issue 14 item 2, online: a corrupt refs/main or trees/<commit>.json is
+// ignored with one warning naming the file, the Hub's answer is used, and the
+// file is rewritten (its bytes are the commit; the tree lists kFiles' sizes).
+TEST_F(CorruptCache, OnlineCorruptRefIsWarnedOnceAndRewritten) {
+  const fs::path ref = cache.path() / "models--org--m" / "refs" / "main";
+  auto ref_bytes = [&] {
+    auto b = hubload::testing::ReadFileBytes(ref);
+    return std::string(b.begin(), b.end());
+  };
+  ASSERT_EQ(ref_bytes(), commit);
+  for (const std::string& bad : {std::string("garbage\n"), std::string(), std::string(39, 'a'), commit + commit}) {
+    hubload::testing::WriteFileBytes(ref, bad);
+    {
+      Scope log;
+      hubload::FileRequest f;
+      f.repo_id = "org/m";
+      f.filename = "config.json";
+      auto p = client->Download(f);
+      ASSERT_TRUE(p.ok()) << bad << ": " << p.status().ToString();
+      EXPECT_EQ(log.Count(ref.string()), 1) << "Download, ref '" << bad << "'";
+      EXPECT_EQ(ref_bytes(), commit) << bad;
+    }
+    hubload::testing::WriteFileBytes(ref, bad);
+    {
+      Scope log;
+      auto s = client->Snapshot(req);
+      ASSERT_TRUE(s.ok()) << bad << ": " << s.status().ToString();
+      EXPECT_EQ(log.Count(ref.string()), 1) << "Snapshot, ref '" << bad << "'";
+      EXPECT_EQ(ref_bytes(), commit) << bad;
+    }
+  }
+  // A good ref: no warning.
+  Scope log;
+  ASSERT_TRUE(client->Snapshot(req).ok());
+  EXPECT_EQ(log.Count("refs"), 0);
+}
+
+TEST_F(CorruptCache, OnlineCorruptTreeFileIsWarnedOnceAndRewritten) {
+  const fs::path tree = cache.path() / "models--org--m" / "trees" / (commit + ".json");
+  ASSERT_TRUE(fs::is_regular_file(tree));
+  for (const std::string& bad : {std::string("not json"), std::string("[]"),
+                                 std::string("{\"files\": {\"config.json\": {\"size\": \"8\"}}}"),
+                                 std::string("{\"files\": {\"../x\": {\"size\": 1}}}"), std::string()}) {
+    hubload::testing::WriteFileBytes(tree, bad);
+    Scope log;
+    auto s = client->Snapshot(req);
+    ASSERT_TRUE(s.ok()) << bad << ": " << s.status().ToString();
+    EXPECT_EQ(log.Count(tree.string()), 1) << bad;
+    auto b = hubload::testing::ReadFileBytes(tree);
+    auto j = nlohmann::json::parse(std::string(b.begin(), b.end()), nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << bad;
+    ASSERT_TRUE(j.contains("files") && j["files"].is_object()) << bad;
+    EXPECT_EQ(j["files"].size(), kFiles.size()) << bad;
+    for (auto& [path, bytes] : kFiles) {
+      ASSERT_TRUE(j["files"].contains(path)) << path;
+      EXPECT_EQ(j["files"][path]["size"], bytes.size()) << path;
+    }
+  }
 }

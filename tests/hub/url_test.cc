@@ -1,6 +1,7 @@
 // URL encoding (B17), redaction (B22), origins, fnmatch filters (huggingface_hub rules).
 #include <gtest/gtest.h>
 
+#include "hub/url.h"
 #include "hubload/hub.h"
 
 TEST(HubUrl, RevisionIsOneEncodedSegment) {

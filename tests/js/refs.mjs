@@ -113,6 +113,33 @@ async function main() {
   }
   check(missing, "deleting a missing branch should fail with 404");
 
+  // A deleted 'feat/x' frees its prefix: 'feat' is a branch git allows once 'feat/x' is gone.
+  await hub.createBranch({ ...common, branch: "feat/x" });
+  let clash = false;
+  try {
+    await hub.createBranch({ ...common, branch: "feat" });
+  } catch (e) {
+    clash = e.statusCode === 409;
+  }
+  check(clash, "createBranch feat beside feat/x should fail with 409");
+  await hub.deleteBranch({ ...common, branch: "feat/x" });
+  await hub.createBranch({ ...common, branch: "feat" });
+  check((await branch("feat"))?.targetCommit === first, "createBranch feat after deleting feat/x");
+  const fx = await hub.uploadFile({ ...common, branch: "feat", file: { path: "feat.txt", content: new Blob(["f"]) },
+                                    commitTitle: "on feat", useXet: false });
+  check((await branch("feat")).targetCommit === fx.commit.oid, "commit on feat");
+  // Names git check-ref-format refuses: 400.
+  for (const bad of ["x.lock", "@", ".hidden", "a/.b", "-dash", "ends."]) {
+    let refused = false;
+    try {
+      await hub.createBranch({ ...common, branch: bad });
+    } catch (e) {
+      refused = e.statusCode === 400;
+    }
+    check(refused, `createBranch '${bad}' should fail with 400`);
+    check(!(await branch(bad)), `'${bad}' listed after a refused createBranch`);
+  }
+
   // Tags with plain fetch (huggingface_hub create_tag / list_repo_refs shapes).
   const t = await fetch(`${hubUrl}/api/models/org/refs/tag/dev`, {
     method: "POST",
@@ -124,6 +151,20 @@ async function main() {
   check(tag && tag.ref === "refs/tags/v1" && tag.targetCommit === oids[0], `tag v1: ${JSON.stringify(tag)}`);
   const viaTag = await hub.downloadFile({ ...common, revision: "v1", path: "f2.txt" });
   check(viaTag && (await viaTag.text()) === "three", "download at tag v1");
+
+  // The same for tags: a deleted 'rel/1' frees 'rel'.
+  const tagReq = (rev, body) =>
+    fetch(`${hubUrl}/api/models/org/refs/tag/${encodeURIComponent(rev)}`, {
+      method: body ? "POST" : "DELETE",
+      headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+  check((await tagReq("main", { tag: "rel/1" })).ok, "create tag rel/1");
+  check((await tagReq("main", { tag: "rel" })).status === 409, "tag rel beside rel/1 should be 409");
+  check((await tagReq("rel/1")).ok, "delete tag rel/1");
+  check((await tagReq("main", { tag: "rel" })).ok, "create tag rel after deleting rel/1");
+  check((await refs()).tags.find((x) => x.name === "rel")?.targetCommit === first, "tag rel listed");
+  check((await tagReq("main", { tag: "x.lock" })).status === 400, "tag x.lock should be 400");
 
   // The C++ client (hubload repo ...) and the JS client see each other's refs.
   const cli = (...args) =>

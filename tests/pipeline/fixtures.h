@@ -84,10 +84,13 @@ inline RawTensor MakeTensor(const std::string& name, const std::string& dtype, s
   return t;
 }
 
-/// A safetensors file, tensors in the given order, header padded to 8 bytes.
-inline std::string SafetensorsBytes(const std::vector<RawTensor>& tensors) {
+/// A safetensors file, tensors in the given order, header padded to 8 bytes;
+/// `metadata` is added to __metadata__ (which has "format": "pt").
+inline std::string SafetensorsBytes(const std::vector<RawTensor>& tensors,
+                                    const std::map<std::string, std::string>& metadata = {}) {
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   h["__metadata__"] = {{"format", "pt"}};
+  for (const auto& [k, v] : metadata) h["__metadata__"][k] = v;
   uint64_t off = 0;
   for (const auto& t : tensors) {
     h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hub/url.h"
 #include "hubload/hub.h"
 #include "hubload/pipeline.h"
 #include "hubload/upload_torch.h"

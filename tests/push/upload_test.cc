@@ -366,6 +366,8 @@ TEST(PushUpload, ProgressReportsHashAndUploadBytes) {
   }
   std::mutex mu;
   std::map<UploadPhase, UploadProgress> last;
+  // Per phase and file: the last (file_bytes_done, file_bytes_total) seen.
+  std::map<std::pair<UploadPhase, std::string>, std::pair<uint64_t, uint64_t>> per_file;
   auto req = Req("org/progress", local.path());
   req.callbacks.on_progress = [&](const UploadProgress& p) {
     std::lock_guard<std::mutex> l(mu);
@@ -375,6 +377,14 @@ TEST(PushUpload, ProgressReportsHashAndUploadBytes) {
     }
     EXPECT_LE(p.bytes_done, p.bytes_total);
     last[p.phase] = p;
+    if (p.path_in_repo.empty()) {
+      EXPECT_EQ(p.file_bytes_done, 0u);
+      EXPECT_EQ(p.file_bytes_total, 0u);
+    } else {
+      auto& f = per_file[{p.phase, p.path_in_repo}];
+      EXPECT_GE(p.file_bytes_done, f.first) << p.path_in_repo;
+      f = {p.file_bytes_done, p.file_bytes_total};
+    }
   };
   auto info = hub.client().UploadFolder(req);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
@@ -383,6 +393,16 @@ TEST(PushUpload, ProgressReportsHashAndUploadBytes) {
   EXPECT_EQ(last[UploadPhase::kUploading].bytes_done, lfs);
   EXPECT_EQ(last[UploadPhase::kUploading].bytes_total, lfs);
   EXPECT_TRUE(last.count(UploadPhase::kCommitting));
+  // Every file's completion is reported (never skipped by the rate limit) with its size from the folder.
+  for (auto& [p, b] : files) {
+    SCOPED_TRACE(p);
+    if (b.empty()) continue;  // nothing to read: no progress call names it
+    const std::pair<uint64_t, uint64_t> whole{b.size(), b.size()};
+    EXPECT_EQ((per_file[{UploadPhase::kHashing, p}]), whole);
+    if (p.find(".safetensors") != std::string::npos && p.find("index") == std::string::npos) {
+      EXPECT_EQ((per_file[{UploadPhase::kUploading, p}]), whole);
+    }
+  }
 }
 
 TEST(PushUpload, GitBlobOidMatchesGit) {

@@ -141,4 +141,63 @@ TEST(HubloadReshard, RealFileKeepsEveryDtypeAndItsMetadata) {
   EXPECT_NE(err.find("'1Gb'"), std::string::npos) << err;
 }
 
+// `load --json` lists every widening the CPU load does as a report warning, tensor names counted per
+// conversion (issue 20): U32 -> I64 and float8 -> BF16, the values decoded exactly. The file is written
+// byte by byte here; the expected warnings are typed by hand from the dtype rules (LibTorch 1.13 has no
+// uint32 or float8), the sums worked out by hand from the bytes.
+TEST(HubloadLoad, JsonWarnsAboutU32AndFloat8Widening) {
+  TempDir tmp;
+  // u32: 7, 4000000000 (LE); e4m3: 0x38 = 1.0, 0x40 = 2.0, 0x3C = 1.5, 0x30 = 0.5 and 0x38, 0xB8 = -1.0;
+  // e5m2: 0x3C = 1.0, 0x40 = 2.0, 0x3E = 1.5.
+  std::vector<uint8_t> data = {7, 0, 0, 0, 0x00, 0x28, 0x6B, 0xEE,  // ids (U32, 8 bytes)
+                               0x38, 0x40, 0x3C, 0x30,              // q8a (F8_E4M3, 4)
+                               0x38, 0xB8,                          // q8b (F8_E4M3, 2)
+                               0x3C, 0x40, 0x3E,                    // q5 (F8_E5M2, 3)
+                               0, 0, 0x80, 0x3F};                   // w (F32 1.0, 4 bytes)
+  const std::string header =
+      R"({"ids":{"dtype":"U32","shape":[2],"data_offsets":[0,8]},)"
+      R"("q8a":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[8,12]},)"
+      R"("q8b":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[12,14]},)"
+      R"("q5":{"dtype":"F8_E5M2","shape":[3],"data_offsets":[14,17]},)"
+      R"("w":{"dtype":"F32","shape":[1],"data_offsets":[17,21]}})";
+  auto bytes = BuildFile(header, data);
+  WriteFileBytes(tmp.path() / "model.safetensors", bytes.data(), bytes.size());
+  std::string out, err;
+  ASSERT_EQ(RunCommand(Q(Bin()) + " load " + Q((tmp.path() / "model.safetensors").string()) + " --json", &out, &err), 0)
+      << err;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  std::set<std::string> warnings;
+  for (auto& w : j["warnings"]) warnings.insert(w.get<std::string>());
+  EXPECT_EQ(warnings, (std::set<std::string>{
+                          "dtype conversion: 1 tensor U32 -> I64 (LibTorch 1.13 has no uint32): ids",
+                          "dtype conversion: 2 tensors F8_E4M3 -> BF16 (LibTorch 1.13 has no float8; decoded "
+                          "exactly): q8a, q8b",
+                          "dtype conversion: 1 tensor F8_E5M2 -> BF16 (LibTorch 1.13 has no float8; decoded "
+                          "exactly): q5",
+                      }));
+  std::map<std::string, std::pair<std::string, double>> loaded;  // name -> (dtype, sum)
+  for (auto& t : j["tensors"]) loaded[t["name"]] = {t["dtype"], t["sum"].get<double>()};
+  using P = std::pair<std::string, double>;
+  EXPECT_EQ(loaded["ids"], (P{"I64", 4000000007.0}));
+  EXPECT_EQ(loaded["q8a"], (P{"BF16", 5.0}));
+  EXPECT_EQ(loaded["q8b"], (P{"BF16", 0.0}));
+  EXPECT_EQ(loaded["q5"], (P{"BF16", 4.5}));
+  EXPECT_EQ(loaded["w"], (P{"F32", 1.0}));
+}
+
+// A U64 value >= 2^63 cannot be loaded as int64: the error names the tensor once.
+TEST(HubloadLoad, U64OutOfRangeNamesTheTensorOnce) {
+  TempDir tmp;
+  std::vector<uint8_t> data = {0, 0, 0, 0, 0, 0, 0, 0x80};  // 2^63, little-endian
+  auto bytes = BuildFile(R"({"c.u64":{"dtype":"U64","shape":[1],"data_offsets":[0,8]}})", data);
+  WriteFileBytes(tmp.path() / "model.safetensors", bytes.data(), bytes.size());
+  std::string out, err;
+  EXPECT_EQ(RunCommand(Q(Bin()) + " load " + Q(tmp.str()), &out, &err), 1) << err;
+  EXPECT_NE(err.find(">= 2^63"), std::string::npos) << err;
+  size_t n = 0;
+  for (size_t p = err.find("'c.u64'"); p != std::string::npos; p = err.find("'c.u64'", p + 1)) ++n;
+  EXPECT_EQ(n, 1u) << err;
+}
+
 }  // namespace

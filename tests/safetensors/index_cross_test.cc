@@ -194,4 +194,41 @@ TEST(InspectIndexCrossCheck, LoadWarnsAboutTotalSize) {
   for (auto& w : j["warnings"]) EXPECT_EQ(w.get<std::string>().find("total_size"), std::string::npos) << w;
 }
 
+// `load --strict`: the same mismatch is an error (exit 1, nothing printed as a report), as `inspect --strict`;
+// the --json error names the reason. A matching total_size loads under --strict.
+TEST(InspectIndexCrossCheck, LoadStrictFailsOnTotalSize) {
+  TempDir tmp;
+  WriteShard(tmp.path() / kS1, {{"a", 3}});
+  WriteShard(tmp.path() / kS2, {{"b", 4}});
+  WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"b", kS2}}, 100);  // tensors hold 28
+  std::string out, err;
+  EXPECT_EQ(RunCommand(Q(Bin()) + " load " + Q(tmp.str()) + " --strict", &out, &err), 1) << out << err;
+  EXPECT_EQ(out, "");
+  EXPECT_NE(err.find("total_size is 100 bytes but the tensors hold 28 bytes"), std::string::npos) << err;
+  EXPECT_NE(err.find("--strict"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(RunCommand(Q(Bin()) + " load " + Q(tmp.str()) + " --strict --json", &out, &err), 1) << out << err;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["error"]["reason"], hubload::reason::kTotalSizeMismatch);
+  EXPECT_EQ(j["error"]["file"], (tmp.path() / "model.safetensors.index.json").string());
+  WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"b", kS2}}, 28);
+  EXPECT_EQ(RunCommand(Q(Bin()) + " load " + Q(tmp.str()) + " --strict --json", &out, &err), 0) << out << err;
+}
+
+// An index error of `load` names the shard once (the index's name for it), not the local path and then
+// the index's name again.
+TEST(InspectIndexCrossCheck, LoadNamesTheShardOnce) {
+  TempDir tmp;
+  WriteShard(tmp.path() / kS1, {{"a", 1}});
+  WriteShard(tmp.path() / kS2, {{"b", 1}});
+  WriteIndex(tmp.path() / "model.safetensors.index.json", {{"a", kS1}, {"b", kS2}, {"d", kS1}}, std::nullopt);
+  std::string out, err;
+  EXPECT_EQ(RunCommand(Q(Bin()) + " load " + Q(tmp.str()), &out, &err), 1) << out << err;
+  EXPECT_NE(err.find("tensor \"d\""), std::string::npos) << err;
+  size_t n = 0;
+  for (size_t p = err.find(kS1); p != std::string::npos; p = err.find(kS1, p + 1)) ++n;
+  EXPECT_EQ(n, 1u) << err;
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "hubload/safetensors.h"
 #include "safetensors/independent.h"
+#include "testing/json_mutate.h"
 #include "testing/util.h"
 
 namespace st = hubload::safetensors;
@@ -146,3 +147,30 @@ TEST(SafetensorsIndex, ReadIndexFileErrors) {
 }
 
 }  // namespace
+
+// Issue 14: every field of an index set to every JSON type (and removed):
+// a Status naming the index file and the field, or the index; never a throw.
+TEST(SafetensorsIndex, EveryFieldOfEveryType) {
+  using json = nlohmann::json;
+  json doc = {{"metadata", {{"total_size", 1234}, {"format", "pt"}}},
+              {"weight_map", {{"a.weight", "model-00001-of-00002.safetensors"},
+                              {"b.weight", "model-00002-of-00002.safetensors"}}}};
+  ASSERT_TRUE(st::ParseIndex(doc.dump(), kLabel).ok());
+  int runs = MutateEveryField(
+      doc, [](const json& j) { return st::ParseIndex(j.dump(), kLabel).status(); },
+      {{"/weight_map", json::value_t::object},
+       {"/weight_map/a.weight", json::value_t::string, false},
+       {"/weight_map/b.weight", json::value_t::string, false},
+       {"/metadata", json::value_t::object, false},
+       {"/metadata/total_size", json::value_t::number_unsigned, false}},
+      kLabel, /*jsonin_paths=*/false);
+  EXPECT_GT(runs, 50);
+  // Non-string metadata values are kept as compact JSON text, whatever their type.
+  for (const json& t : EveryJsonType()) {
+    json m = doc;
+    m["metadata"]["format"] = t;
+    auto r = st::ParseIndex(m.dump(), kLabel);
+    ASSERT_TRUE(r.ok()) << t.dump() << ": " << r.status().ToString();
+    EXPECT_EQ(r->metadata.at("format"), t.is_string() ? t.get<std::string>() : t.dump()) << t.dump();
+  }
+}

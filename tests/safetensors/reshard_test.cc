@@ -14,6 +14,7 @@
 
 #include "hubload/split.h"
 #include "safetensors/independent.h"
+#include "testing/json_mutate.h"
 #include "testing/util.h"
 
 namespace hubload {
@@ -313,6 +314,94 @@ TEST(Reshard, RealFilesByteForByte) {
     ++done;
   }
   EXPECT_GE(done, 10);
+}
+
+}  // namespace
+}  // namespace hubload
+
+namespace hubload {
+namespace {
+
+// ReshardOptions::on_progress: per output shard a first call at 0 and a last one with the
+// shard in place; bytes are the tensor bytes (3 x 1000 bytes here, split 2 + 1 at 2000).
+TEST(Reshard, ProgressCountsTensorBytesPerShard) {
+  TempDir dir;
+  WriteHand(dir.path() / "model.safetensors", {{"a", "U8", {1000}, Pattern(1000, 1)},
+                                               {"b", "U8", {1000}, Pattern(1000, 2)},
+                                               {"c", "U8", {1000}, Pattern(1000, 3)}});
+  std::vector<ReshardProgress> calls;
+  ReshardOptions o;
+  o.on_progress = [&](const ReshardProgress& p) { calls.push_back(p); };
+  auto r = MustReshard(OneFile(dir.path() / "model.safetensors"), dir.path() / "out", 2000, o);
+  ASSERT_EQ(r.files.size(), 2u);
+  ASSERT_FALSE(calls.empty());
+  for (const auto& p : calls) {
+    EXPECT_EQ(p.bytes_total, 3000u);
+    EXPECT_EQ(p.files_total, 2u);
+    EXPECT_LE(p.file_bytes_done, p.file_bytes_total);
+  }
+  for (size_t i = 1; i < calls.size(); ++i) EXPECT_GE(calls[i].bytes_done, calls[i - 1].bytes_done);
+  EXPECT_EQ(calls.front().file, "model-00001-of-00002.safetensors");
+  EXPECT_EQ(calls.front().bytes_done, 0u);
+  EXPECT_EQ(calls.front().file_bytes_total, 2000u);  // a + b
+  // The first shard's end: 2000 bytes, one file done; the run's end: all 3000, two files.
+  auto first_end = std::find_if(calls.begin(), calls.end(), [](const ReshardProgress& p) { return p.files_done == 1; });
+  ASSERT_NE(first_end, calls.end());
+  EXPECT_EQ(first_end->bytes_done, 2000u);
+  EXPECT_EQ(calls.back().file, "model-00002-of-00002.safetensors");
+  EXPECT_EQ(calls.back().file_bytes_total, 1000u);  // c
+  EXPECT_EQ(calls.back().bytes_done, 3000u);
+  EXPECT_EQ(calls.back().files_done, 2u);
+}
+
+}  // namespace
+}  // namespace hubload
+
+namespace hubload {
+namespace {
+
+// Issue 14: the source index's metadata (which reshard reads itself) with
+// every field set to every JSON type: a Status naming the index file, or an
+// output whose __metadata__ carries each index value (strings as they are,
+// anything else as compact JSON, total_size left out); never a throw. (The
+// weight_map is ParseIndex's: SafetensorsIndex.EveryFieldOfEveryType.)
+TEST(Reshard, IndexOfEveryTypeIsCarriedOrRefusedNamingTheIndex) {
+  TempDir dir;
+  const fs::path src = dir.path() / "src";
+  fs::create_directories(src);
+  WriteShardedSource(src, {{"format", "pt"}}, {{"format", "pt"}});
+  const fs::path index_path = src / "model.safetensors.index.json";
+  auto bytes = testing::ReadFileBytes(index_path);
+  const nlohmann::json doc = nlohmann::json::parse(std::string(bytes.begin(), bytes.end()));
+  int n = 0;
+  // The mutated document is the index without its weight_map, put back before writing.
+  nlohmann::json meta_doc = doc;
+  meta_doc.erase("weight_map");
+  auto reshard = [&](const nlohmann::json& m) -> Status {
+    nlohmann::json j = m;
+    if (j.is_object()) j["weight_map"] = doc["weight_map"];
+    testing::WriteFileBytes(index_path, j.dump());
+    const fs::path out = dir.path() / ("out" + std::to_string(n++));
+    ReshardOptions o;
+    o.max_shard_size = 1000;
+    auto r = ReshardCheckpoint(Sharded(src), out.string(), o);
+    if (!r.ok()) return r.status();
+    // The expected __metadata__, worked out from `j` and the shards' {"format": "pt"}.
+    std::map<std::string, std::string> want = {{"format", "pt"}};
+    if (j.is_object() && j.contains("metadata") && j["metadata"].is_object())
+      for (auto it = j["metadata"].begin(); it != j["metadata"].end(); ++it)
+        if (it.key() != "total_size") want[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+    EXPECT_EQ(ReadBack(out / "model.safetensors").header.metadata, want) << j.dump();
+    fs::remove_all(out);
+    return r.status();
+  };
+  ASSERT_TRUE(reshard(meta_doc).ok());
+  int runs = testing::MutateEveryField(
+      meta_doc, reshard,
+      {{"/metadata", nlohmann::json::value_t::object, false},
+       {"/metadata/total_size", nlohmann::json::value_t::number_unsigned, false}},
+      index_path.string(), /*jsonin_paths=*/false);
+  EXPECT_GT(runs, 50);
 }
 
 }  // namespace

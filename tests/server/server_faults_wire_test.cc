@@ -321,5 +321,53 @@ TEST(FaultsWire, ServeFlagsSetTheSwitches) {
   EXPECT_NE(err.find("--fault-rate-limit"), std::string::npos) << err;
 }
 
+// Sizes of `hubload serve` and `hubload store add` in the one size grammar (10MB = 10^7, 10MiB = 10*2^20):
+// "0.6KB" of --fault-url-bytes is 600 bytes served per signed URL (worked out by hand); store add's
+// --lfs-threshold 1KB makes a 1000-byte file LFS (its blob named by a 64-hex sha256) and a 999-byte one not,
+// 1KiB neither.
+TEST(FaultsWire, ServeAndStoreSizesUseTheOneGrammar) {
+  if (!fs::exists(HubloadBin())) GTEST_SKIP() << "the hubload CLI is not built (" << HubloadBin() << ")";
+  TempDir store, src;
+  WriteFileBytes(src.path() / "a.txt", std::string(1000, 'a'));
+  WriteFileBytes(src.path() / "b.txt", std::string(999, 'b'));
+  std::string out, err;
+  auto blob_name_size = [&](const std::string& repo, const std::string& commit, const std::string& file) {
+    fs::path link = store.path() / ("models--org--" + repo) / "snapshots" / commit / file;
+    return fs::canonical(link).filename().string().size();
+  };
+  ASSERT_EQ(RunCommand(HubloadBin() + " store add " + store.str() + " org/kb " + src.str() + " --lfs-threshold 1KB",
+                       &out, &err),
+            0)
+      << err;
+  std::string kb = out.substr(0, 40);
+  EXPECT_EQ(blob_name_size("kb", kb, "a.txt"), 64u);  // LFS: 1000 >= 1KB
+  EXPECT_EQ(blob_name_size("kb", kb, "b.txt"), 40u);
+  ASSERT_EQ(RunCommand(HubloadBin() + " store add " + store.str() + " org/kib " + src.str() + " --lfs-threshold 1KiB",
+                       &out, &err),
+            0)
+      << err;
+  std::string kib = out.substr(0, 40);
+  EXPECT_EQ(blob_name_size("kib", kib, "a.txt"), 40u);  // 1000 < 1024
+  std::string big = RandomBytes(1000, 43);
+  server::CreateRepoOptions co;
+  co.lfs_threshold_bytes = 100;
+  ASSERT_TRUE(server::CreateRepoFromFiles(store.str(), "org/m", {{"w.bin", big}}, co).ok());
+  ServeProcess p;
+  ASSERT_TRUE(StartServe(store.str(),
+                         {"--fault-url-bytes", "0.6KB", "--fault-bandwidth", "150MB", "--fault-total-bandwidth", "1GiB",
+                          "--lfs-threshold", "10MB", "--multipart-chunk-size", "5MiB", "--threads", "1"},
+                         &p))
+      << HubloadBin();
+  std::string loc = Http("HEAD", p.url + "/org/m/resolve/main/w.bin").h("location");
+  Reply cut = Get(loc);
+  EXPECT_TRUE(cut.body == big.substr(0, 600)) << cut.body.size();
+  EXPECT_EQ(Get(loc).status, 403);
+  // A refused size is a usage error naming the option and the text.
+  int rc = RunCommand(HubloadBin() + " serve " + store.str() + " --fault-bandwidth 150Mb", &out, &err);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err.find("--fault-bandwidth"), std::string::npos) << err;
+  EXPECT_NE(err.find("150Mb"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace hubload::testing

@@ -86,6 +86,19 @@ TEST_F(RefsTest, CreateAndDeleteBranch) {
   EXPECT_EQ(pr.status, 400);
   EXPECT_TRUE(json::parse(pr.body).contains("error"));
   EXPECT_EQ(Post("/api/models/org/model/branch/" + std::string(40, 'a'), json::object()).status, 400);
+  // A segment too long to be a ref file (fuzzer find: the write failed with a 500): 400 up to the
+  // filesystem's limit; a 200-byte segment is a branch like any other.
+  for (size_t n : {201, 250, 255, 300}) {
+    Reply lng = Post("/api/models/org/model/branch/x%2F" + std::string(n, 'b'), json::object());
+    EXPECT_EQ(lng.status, 400) << n << " " << lng.body;
+  }
+  ASSERT_EQ(Post("/api/models/org/model/branch/" + std::string(200, 'b'), json::object()).status, 200);
+  EXPECT_EQ(RefFile(std::string(200, 'b')), c2);  // main moved to c2 above
+  EXPECT_EQ(Post("/api/models/org/model/tag/" + commit_, json{{"tag", std::string(230, 't')}}).status, 400);
+  // A file name of 255 bytes (NAME_MAX, the most a repo path segment may have) commits and resolves.
+  const std::string longest(255, 'f');
+  CommitFile("main", "d/" + longest, "long name", "longest name");
+  EXPECT_EQ(Get(U("/org/model/resolve/main/d/" + longest)).body, "long name");
   Reply nosp = Post("/api/models/org/model/branch/x", json{{"startingPoint", "nobranch"}});
   EXPECT_EQ(nosp.status, 404);
   EXPECT_EQ(nosp.h("x-error-code"), "RevisionNotFound");
@@ -140,6 +153,90 @@ TEST_F(RefsTest, CreateAndDeleteTag) {
   Reply missing = Delete("/api/models/org/model/tag/v1.0");
   EXPECT_EQ(missing.status, 404);
   EXPECT_EQ(missing.h("x-error-code"), "RevisionNotFound");
+}
+
+// Deleting "feat/x" removes the folder refs/feat/ it leaves empty: "feat" can then be a branch or a tag
+// (git allows "a" once "a/b" is gone). Expected: the store's refs/ folder read here.
+TEST_F(RefsTest, DeletingASlashNameFreesItsPrefix) {
+  const fs::path refs = hub_->root.path() / "models--org--model" / "refs";
+  ASSERT_EQ(Post("/api/models/org/model/branch/feat%2Fx%2Fy", json::object()).status, 200);
+  EXPECT_EQ(Post("/api/models/org/model/branch/feat", json::object()).status, 409);  // feat/x/y exists
+  ASSERT_EQ(Delete("/api/models/org/model/branch/feat%2Fx%2Fy").status, 200);
+  EXPECT_FALSE(fs::exists(refs / "feat"));
+  Reply c = Post("/api/models/org/model/branch/feat", json::object());
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(RefFile("feat"), commit_);
+  EXPECT_EQ(Find(Refs()["branches"], "feat")["targetCommit"], commit_);
+  // A store commit creating a branch whose prefix was freed the same way; then a commit through the API.
+  ASSERT_EQ(Post("/api/models/org/model/branch/dev%2Fa", json::object()).status, 200);
+  ASSERT_EQ(Delete("/api/models/org/model/branch/dev%2Fa").status, 200);
+  server::CommitOptions co;
+  co.branch = "dev";
+  auto made = server::ReplaceFile(hub_->root.str(), "org/model", "e.txt", "e", co);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(RefFile("dev"), *made);
+  std::string on_dev = CommitFile("dev", "d.txt", "d", "on dev");
+  EXPECT_EQ(RefFile("dev"), on_dev);
+  // Tags.
+  ASSERT_EQ(Post("/api/models/org/model/tag/main", json{{"tag", "rel/1"}}).status, 200);
+  EXPECT_EQ(Post("/api/models/org/model/tag/main", json{{"tag", "rel"}}).status, 409);
+  EXPECT_TRUE(Find(Refs()["tags"], "rel").is_null());  // the refused tag is not recorded
+  ASSERT_EQ(Delete("/api/models/org/model/tag/rel%2F1").status, 200);
+  EXPECT_FALSE(fs::exists(refs / "rel"));
+  ASSERT_EQ(Post("/api/models/org/model/tag/main", json{{"tag", "rel"}}).status, 200);
+  EXPECT_EQ(Find(Refs()["tags"], "rel")["targetCommit"], commit_);
+  // An empty folder left by an older server holds no ref: the name is free, and is not "found" by delete.
+  fs::create_directories(refs / "old" / "x");
+  EXPECT_EQ(Delete("/api/models/org/model/branch/old%2Fx").status, 404);
+  EXPECT_EQ(Delete("/api/models/org/model/branch/old").status, 404);
+  ASSERT_EQ(Post("/api/models/org/model/branch/old%2Fx", json::object()).status, 200);
+  EXPECT_EQ(RefFile("old/x"), commit_);
+  // Other refs under the same prefix stay.
+  ASSERT_EQ(Post("/api/models/org/model/branch/team%2Fa", json::object()).status, 200);
+  ASSERT_EQ(Post("/api/models/org/model/branch/team%2Fb", json::object()).status, 200);
+  ASSERT_EQ(Delete("/api/models/org/model/branch/team%2Fa").status, 200);
+  EXPECT_EQ(RefFile("team/b"), commit_);
+  EXPECT_EQ(Post("/api/models/org/model/branch/team", json::object()).status, 409);
+}
+
+// Names git check-ref-format (and `git branch`) refuses are a 400 naming the rule, for branches, tags and
+// a commit that would create the branch; nothing is written.
+TEST_F(RefsTest, NamesGitRefusesAre400) {
+  const fs::path refs = hub_->root.path() / "models--org--model" / "refs";
+  struct Case {
+    std::string encoded, name, rule;
+  } cases[] = {
+      {"x.lock", "x.lock", "'.lock'"},       {"a%2Fb.lock", "a/b.lock", "'.lock'"},
+      {"%40", "@", "'@'"},                   {"a..b", "a..b", "no '..'"},
+      {".hidden", ".hidden", "start with '.'"}, {"a%2F.b", "a/.b", "start with '.'"},
+      {"ends.", "ends.", "end with '.'"},    {"-dash", "-dash", "start with '-'"},
+      {"a%40%7Bb", "a@{b", "no '@{'"},       {"a%5Cb", "a\\b", "backslash"},
+      {"a%2F%2Fb", "a//b", "empty"},         {"a%20b", "a b", "space"},
+      {"HEAD", "HEAD", "'HEAD' is reserved"}, {std::string(40, 'a'), std::string(40, 'a'), "commit id"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Reply b = Post("/api/models/org/model/branch/" + c.encoded, json::object());
+    EXPECT_EQ(b.status, 400) << b.body;
+    EXPECT_NE(b.body.find(c.rule), std::string::npos) << b.body;
+    Reply t = Post("/api/models/org/model/tag/main", json{{"tag", c.name}});
+    EXPECT_EQ(t.status, 400) << t.body;
+    EXPECT_FALSE(fs::exists(refs / c.name));
+  }
+  // A store commit that would create such a branch (`hubload store add --revision x.lock`).
+  server::CommitOptions co;
+  co.branch = "x.lock";
+  auto lock = server::ReplaceFile(hub_->root.str(), "org/model", "f.txt", "f", co);
+  EXPECT_EQ(lock.status().code(), Code::kInvalidArgument) << lock.status().ToString();
+  EXPECT_NE(lock.status().message().find("'.lock'"), std::string::npos) << lock.status().ToString();
+  EXPECT_FALSE(fs::exists(refs / "x.lock"));
+  co.branch = "bad..name";  // refused before any rule of git's: named too
+  auto dots = server::ReplaceFile(hub_->root.str(), "org/model", "f.txt", "f", co);
+  EXPECT_EQ(dots.status().code(), Code::kInvalidArgument) << dots.status().ToString();
+  EXPECT_NE(dots.status().message().find("no '..'"), std::string::npos) << dots.status().ToString();
+  // Allowed by git: dots inside a component, '@' with other characters, a '.lock' that is not at a component's end.
+  for (std::string ok : {"v1.0.2", "user@host", "x.locked", "a.lock.b"})
+    EXPECT_EQ(Post("/api/models/org/model/branch/" + ok, json::object()).status, 200) << ok;
 }
 
 TEST_F(RefsTest, CommitsNewestFirstWithLinkPagination) {

@@ -7,7 +7,9 @@
 #include <cctype>
 #include <thread>
 
+#include "hub/server/impl.h"
 #include "server/server_fixture.h"
+#include "util/log_capture.h"
 
 namespace hubload::testing {
 namespace {
@@ -315,6 +317,235 @@ TEST_F(RobustTest, BodyLargerThanTheLimitGets413) {
                  {"Authorization: Bearer t", "Content-Type: application/json"}, &body);
   EXPECT_EQ(r.status, 413);
   EXPECT_EQ(Get(small->url() + "/org/m/resolve/main/a.txt").body, "a");
+}
+
+
+// ---- issue 14 item 3 remainders --------------------------------------------
+
+namespace {
+// A TCP connection to 127.0.0.1:port sending `bytes`; -1 on failure.
+int ConnectAndSend(uint16_t port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+std::string SendRestAndRead(int fd, const std::string& bytes) {
+  std::string out;
+  if (::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+    char buf[65536];
+    while (true) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) break;
+      ssize_t k = ::recv(fd, buf, sizeof buf, 0);
+      if (k <= 0) break;
+      out.append(buf, static_cast<size_t>(k));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+}  // namespace
+
+// A handler that throws (our bug) answers 500 with a JSON error and an error
+// log line, closes that connection, and every other connection goes on: one
+// opened before (mid-request) and new ones after.
+TEST_F(RobustTest, AThrowingHandlerAnswers500AndTheServerGoesOn) {
+  struct Unhook {
+    ~Unhook() { server::internal::SetDispatchHookForTesting(nullptr); }
+  } unhook;
+  server::internal::SetDispatchHookForTesting([](const server::internal::Request& r) {
+    if (r.path.find("/explode-std") != std::string::npos) throw std::runtime_error("handler bug 42");
+    if (r.path.find("/explode-int") != std::string::npos) throw 42;
+  });
+  const uint16_t port = hub_->server->port();
+  int before = ConnectAndSend(port, "GET /api/models/org/model HTTP/1.1\r\nHost: x\r\n");
+  ASSERT_GE(before, 0);
+  hubload::util::WarningCapture log;
+  for (const char* path : {"/api/models/org/model/explode-std", "/org/model/resolve/main/explode-int"}) {
+    for (const char* method : {"GET", "POST", "HEAD"}) {
+      std::string body = "{}";
+      Reply r = Http(method, U(path), {Auth(kGood)}, std::string(method) == "POST" ? &body : nullptr);
+      EXPECT_EQ(r.code, CURLE_OK) << method << " " << path;
+      EXPECT_EQ(r.status, 500) << method << " " << path << ": " << r.body;
+      EXPECT_EQ(r.h("connection"), "close") << method << " " << path;
+      if (std::string(method) != "HEAD") {
+        auto j = json::parse(r.body, nullptr, false);
+        ASSERT_TRUE(j.is_object() && j.contains("error") && j["error"].is_string()) << r.body;
+        EXPECT_NE(j["error"].get<std::string>().find("Internal server error"), std::string::npos) << r.body;
+        if (std::string(path).find("std") != std::string::npos) {
+          EXPECT_NE(j["error"].get<std::string>().find("handler bug 42"), std::string::npos) << r.body;
+        }
+      }
+      ExpectAlive(std::string(method) + " " + path);
+    }
+  }
+  // One error line per 500, naming the request and the exception.
+  EXPECT_EQ(log.CountErrors("handler bug 42"), 3);
+  EXPECT_EQ(log.CountErrors("explode-int: unknown exception"), 3);
+  // The connection opened before the 500s completes its request.
+  std::string resp = SendRestAndRead(before, "Connection: close\r\n\r\n");
+  EXPECT_EQ(RawStatus(resp), 200) << resp.substr(0, 200);
+  EXPECT_NE(resp.find(commit_), std::string::npos);
+}
+
+// Range, If-Range and If-None-Match values of every malformed kind: an answer
+// as if the header were absent or invalid (200, 206, 304, 416), never a 5xx,
+// and the bytes served are the file's.
+TEST_F(RobustTest, MalformedRangeIfRangeAndIfNoneMatch) {
+  const std::string& c = files_["config.json"];
+  const std::string url = U("/org/model/resolve/main/config.json");
+  for (const std::string& range :
+       {std::string("bytes=abc"), std::string("bytes=5-2"), std::string("bytes=-"), std::string("bytes=--1"),
+        std::string("bytes=0-0,2-3"), std::string("bytes=99999999999999999999-"), std::string("items=0-1"),
+        std::string("bytes= 0-1"), std::string("bytes=-0"), std::string("bytes=18446744073709551615-"),
+        std::string("bytes=0-18446744073709551616"), std::string("bytes"), std::string(""), std::string("bytes=1.5-2"),
+        std::string("bytes=0x1-2"), "bytes=" + std::string(5000, '9') + "-", std::string("bytes=\xff-\xfe")}) {
+    for (const std::string& extra : {std::string(), std::string("If-Range: garbage"), std::string("If-Range: W/\"x\""),
+                                     std::string("If-Range: Tue, 15 Nov 1994 08:12:31 GMT"),
+                                     std::string("If-Range: ") + std::string(4000, '"')}) {
+      std::vector<std::string> h = {"Range: " + range};
+      if (!extra.empty()) h.push_back(extra);
+      Reply r = Get(url, h);
+      const std::string what = "Range: " + range.substr(0, 40) + " / " + extra.substr(0, 40);
+      EXPECT_EQ(r.code, CURLE_OK) << what;
+      EXPECT_TRUE(r.status == 200 || r.status == 206 || r.status == 416) << what << " -> " << r.status << " " << r.body;
+      if (r.status == 200) {
+        EXPECT_EQ(r.body, c) << what;
+      }
+      if (r.status == 206) {
+        EXPECT_NE(c.find(r.body), std::string::npos) << what;
+      }
+      if (r.status == 416) {
+        auto j = json::parse(r.body, nullptr, false);
+        EXPECT_TRUE(j.is_object() && j.contains("error")) << what << " -> " << r.body;
+      }
+    }
+  }
+  for (const std::string& inm : {std::string("*"), std::string(""), std::string("\"unterminated"),
+                                 std::string("\"a\", \"b\""), std::string("W/"), std::string(8000, 'x'),
+                                 std::string("\"\xff\"")}) {
+    Reply r = Get(url, {"If-None-Match: " + inm});
+    EXPECT_TRUE(r.status == 200 || r.status == 304) << "If-None-Match: " << inm.substr(0, 40) << " -> " << r.status;
+    if (r.status == 200) {
+      EXPECT_EQ(r.body, c);
+    }
+  }
+  ExpectAlive("malformed Range / If-Range / If-None-Match");
+}
+
+// Authorization values of every malformed kind: anonymous (200 on a public
+// repo), or 401 with a JSON error, never a 5xx; the good token still works.
+TEST_F(RobustTest, MalformedAuthorization) {
+  const std::string url = U("/api/models/org/model");
+  for (const std::string& v :
+       {std::string("Bearer"), std::string("Bearer "), std::string("bearer hf_good_token"),
+        std::string("Basic dXNlcjpwYXNz"), std::string("Bearer hf_good_token extra"), std::string("Bearer \xff\xfe"),
+        "Bearer " + std::string(6000, 't'), std::string("Token abc"), std::string("Bearer\thf_good_token"),
+        std::string("Bearer  hf_good_token"), std::string(""), std::string("Bearer hf_good_token,Bearer x")}) {
+    Reply r = Get(url, {"Authorization: " + v});
+    const std::string what = "Authorization: " + v.substr(0, 40);
+    EXPECT_EQ(r.code, CURLE_OK) << what;
+    EXPECT_TRUE(r.status == 200 || r.status == 400 || r.status == 401) << what << " -> " << r.status << " " << r.body;
+    if (r.status != 200) {
+      auto j = json::parse(r.body, nullptr, false);
+      EXPECT_TRUE(j.is_object() && j.contains("error")) << what << " -> " << r.body;
+    }
+    // A write with it is refused (4xx), never a 5xx.
+    std::string body = json{{"files", json::array()}}.dump();
+    Reply w = Http("POST", U("/api/models/org/model/preupload/main"),
+                   {"Authorization: " + v, "Content-Type: application/json"}, &body);
+    EXPECT_GE(w.status, 200) << what;
+    EXPECT_LT(w.status, 500) << what << " -> " << w.body;
+  }
+  EXPECT_EQ(Get(url, {Auth(kGood)}).status, 200);
+  ExpectAlive("malformed Authorization");
+}
+
+// The signed LFS endpoints (PUT upload and part, verify, complete) and DELETE
+// of branches and tags with malformed bodies, sizes, part numbers, signatures
+// and names: 4xx with a JSON error (or 200 where the input is harmless), never
+// a 5xx, and the server goes on.
+TEST_F(RobustTest, PutVerifyAndDeleteWithMalformedInput) {
+  const std::string content = RandomBytes(2500, 7);  // 3 parts of the fixture's 1000-byte chunks
+  const std::string oid = Sha256(content);
+  std::string batch = json{{"operation", "upload"}, {"transfers", {"basic", "multipart"}},
+                           {"objects", {{{"oid", oid}, {"size", content.size()}}}}}
+                          .dump();
+  Reply b = Http("POST", U("/org/model.git/info/lfs/objects/batch"),
+                 {Auth(kGood), "Content-Type: application/vnd.git-lfs+json"}, &batch);
+  ASSERT_EQ(b.status, 200) << b.body;
+  auto ans = json::parse(b.body);
+  auto& actions = ans["objects"][0]["actions"];
+  ASSERT_TRUE(actions.contains("upload")) << b.body;
+  const std::string verify = actions["verify"]["href"].get<std::string>();
+  std::vector<std::string> put_urls;
+  if (actions["upload"]["header"].is_object()) {
+    for (auto it = actions["upload"]["header"].begin(); it != actions["upload"]["header"].end(); ++it)
+      if (it.key() != "chunk_size") put_urls.push_back(it.value().get<std::string>());
+  } else {
+    put_urls.push_back(actions["upload"]["href"].get<std::string>());
+  }
+  ASSERT_FALSE(put_urls.empty());
+  auto tamper = [](std::string u, const std::string& from, const std::string& to) {
+    size_t p = u.find(from);
+    if (p != std::string::npos) u.replace(p, from.size(), to);
+    return u;
+  };
+  auto expect_4xx_json = [&](const Reply& r, const std::string& what) {
+    EXPECT_EQ(r.code, CURLE_OK) << what;
+    EXPECT_GE(r.status, 400) << what << " -> " << r.body;
+    EXPECT_LT(r.status, 500) << what << " -> " << r.body;
+    auto j = json::parse(r.body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << what << " -> " << r.body;
+  };
+  const std::string& u0 = put_urls[0];
+  std::string wrong = std::string(10, 'x'), empty;
+  // Wrong sizes and tampered URLs (the signature covers the path: a changed size, part or oid is refused).
+  expect_4xx_json(Http("PUT", u0, {}, &wrong), "PUT with the wrong byte count");
+  expect_4xx_json(Http("PUT", u0, {}, &empty), "PUT empty");
+  expect_4xx_json(Http("PUT", tamper(u0, oid, std::string(64, 'f')), {}, &wrong), "PUT to another oid");
+  expect_4xx_json(Http("PUT", tamper(u0, "/part/1", "/part/0"), {}, &wrong), "PUT part 0");
+  expect_4xx_json(Http("PUT", tamper(u0, "/part/1", "/part/99"), {}, &wrong), "PUT part 99");
+  expect_4xx_json(Http("PUT", tamper(u0, "/part/1", "/part/-1"), {}, &wrong), "PUT part -1");
+  expect_4xx_json(Http("PUT", tamper(u0, "/part/1", "/part/x"), {}, &wrong), "PUT part x");
+  expect_4xx_json(Http("PUT", tamper(u0, "/" + std::to_string(content.size()) + "/", "/99999999999999999999999/"), {},
+                       &wrong),
+                  "PUT with a size over uint64");
+  expect_4xx_json(Http("PUT", tamper(u0, "?", "?x=1&"), {}, &wrong), "PUT with an extra query");
+  expect_4xx_json(Http("PUT", u0.substr(0, u0.find('?')), {}, &wrong), "PUT unsigned");
+  // Verify before the object exists, with bodies of every shape: 404 JSON (the body is not needed).
+  for (const std::string& body : {std::string(""), std::string("not json"), std::string("[]"),
+                                  json{{"oid", 5}, {"size", "x"}}.dump(), json{{"oid", oid}, {"size", -1}}.dump(),
+                                  std::string(100000, '[')}) {
+    Reply r = Http("POST", verify, {Auth(kGood), "Content-Type: application/vnd.git-lfs+json"}, &body);
+    expect_4xx_json(r, "verify with " + body.substr(0, 30));
+  }
+  expect_4xx_json(Http("POST", tamper(verify, oid, std::string(64, 'e')), {Auth(kGood)}, &empty), "verify tampered");
+  // Branch and tag names that are not refs, and bodies that are not JSON, on DELETE.
+  for (const std::string& name : {std::string("..%2F..%2Fx"), std::string("%00"), std::string(300, 'b'),
+                                  std::string("a%2F%2Fb"), std::string("%ff"), std::string("no-such-branch"),
+                                  std::string(".."), std::string("refs%2Fheads%2Fmain")}) {
+    for (const char* kind : {"branch", "tag"}) {
+      std::string body = "{not json";
+      Reply r = Http("DELETE", U("/api/models/org/model/" + std::string(kind) + "/" + name), {Auth(kGood)}, &body);
+      expect_4xx_json(r, std::string("DELETE ") + kind + " " + name.substr(0, 30));
+    }
+  }
+  Reply no_name = Http("DELETE", U("/api/models/org/model/branch/"), {Auth(kGood)});
+  EXPECT_GE(no_name.status, 400);
+  EXPECT_LT(no_name.status, 500) << no_name.body;
+  ExpectAlive("PUT / verify / DELETE");
+  // main still resolves after all that.
+  EXPECT_EQ(Get(U("/org/model/resolve/main/config.json")).body, files_["config.json"]);
 }
 
 }  // namespace

@@ -39,6 +39,9 @@ std::string Sha256Hex(const void* data, size_t n);
 /// Git blob id (git hash-object) of `content`: sha1 of "blob <size>\0" + content (OpenSSL).
 std::string GitBlobSha1Hex(const std::string& content);
 
+/// A TCP port of 127.0.0.1 that was free a moment ago (bound to port 0, then closed); 0 on failure.
+uint16_t FreeLoopbackPort();
+
 /// Runs `cmd` through /bin/sh; returns exit status (or -1) and fills stdout/stderr.
 int RunCommand(const std::string& cmd, std::string* out, std::string* err = nullptr);
 

@@ -99,6 +99,20 @@ TEST(Digest, Files) {
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
 }
 
+TEST(Digest, FileHashReportsEachBlock) {
+  hubload::testing::TempDir dir;
+  const std::string p = dir.str() + "/f";
+  const size_t n = (2u << 20) + 5;  // two 1 MiB blocks and 5 bytes
+  std::ofstream(p, std::ios::binary) << std::string(n, 'x');
+  std::vector<uint64_t> seen;
+  auto s = Sha256File(p, [&](uint64_t b) { seen.push_back(b); });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(seen, (std::vector<uint64_t>{1u << 20, 2u << 20, n}));
+  seen.clear();
+  ASSERT_TRUE(GitBlobIdOfFile(p, [&](uint64_t b) { seen.push_back(b); }).ok());
+  EXPECT_EQ(seen.back(), n);
+}
+
 TEST(Base64, Rfc4648Vectors) {
   const std::pair<const char*, const char*> v[] = {{"", ""},        {"f", "Zg=="},         {"fo", "Zm8="},
                                                     {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},

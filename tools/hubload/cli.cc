@@ -9,11 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "hubload/cache.h"
 #include "hubload/load.h"
 #include "hubload/size.h"
 #include "tools/hubload/cli.h"
+#include "util/json.h"
 
 namespace hubload::cli {
 
@@ -26,31 +28,9 @@ Command::Command(std::string name, Setup setup) {
   Registry().push_back({std::move(name), std::move(setup)});
 }
 
-std::string HumanBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) {
-    b /= 1024;
-    ++i;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, i == 0 ? "%.0f %s" : "%.1f %s", b, units[i]);
-  return buf;
-}
-
 std::string ReadEnvironment(Global* g) {
-  auto seconds = [](const char* name, double* out) -> std::string {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return {};
-    char* end = nullptr;
-    double x = std::strtod(v, &end);
-    if (!end || *end != '\0' || !(x > 0) || x > 1e6)
-      return std::string(name) + "='" + v + "' is not a positive number of seconds";
-    *out = x;
-    return {};
-  };
-  if (auto e = seconds("HF_HUB_ETAG_TIMEOUT", &g->etag_timeout_s); !e.empty()) return e;
-  if (auto e = seconds("HF_HUB_DOWNLOAD_TIMEOUT", &g->download_timeout_s); !e.empty()) return e;
+  g->config = HubConfig::FromEnvironment();
+  if (!g->config.environment_errors.empty()) return g->config.environment_errors.front();
   if (const char* m = std::getenv("HUBLOAD_LOCK_MODE"); m && *m) {
     std::string v = m;
     if (v == "auto") g->lock.mode = LockMode::kAuto;
@@ -64,6 +44,39 @@ std::string ReadEnvironment(Global* g) {
 int Fail(const std::string& command, const std::string& message) {
   std::fprintf(stderr, "hubload %s: %s\n", command.c_str(), message.c_str());
   return 1;
+}
+
+int UsageError(const std::string& command, const std::string& message) {
+  Fail(command, message);
+  return 2;
+}
+
+std::string ErrorJson(const Status& st) {
+  nlohmann::ordered_json e;
+  e["code"] = CodeName(st.code());
+  e["reason"] = st.reason();
+  e["message"] = st.message();
+  const ErrorContext& c = st.context();
+  auto put = [&](const char* k, const std::string& v) {
+    if (!v.empty()) e[k] = v;
+  };
+  put("repo_id", c.repo_id);
+  put("revision", c.revision);
+  put("file", c.file);
+  put("tensor", c.tensor);
+  put("url", c.url);
+  if (c.http_status != 0) e["http_status"] = c.http_status;
+  put("request_id", c.request_id);
+  put("error_code", c.error_code);
+  if (!c.names.empty()) e["names"] = c.names;
+  nlohmann::ordered_json j;
+  j["error"] = std::move(e);
+  return util::DumpJson(j);
+}
+
+int FailStatus(const std::string& command, const Status& st, bool json) {
+  if (json) std::printf("%s\n", ErrorJson(st).c_str());
+  return Fail(command, st.ToString());
 }
 
 // ---- option checks -------------------------------------------------------
@@ -91,6 +104,21 @@ CLI::Validator SizeCheck() {
   return FromParser([](const std::string& v) { return ParseMemorySize(v); }, "SIZE", "Size");
 }
 
+CLI::Validator SizeToBytes() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        auto r = ParseMemorySize(v);
+        if (!r.ok()) return r.status().message();
+        v = std::to_string(*r);
+        return {};
+      },
+      "SIZE", "SizeToBytes");
+}
+CLI::Validator NonEmptyCheck() {
+  return CLI::Validator([](std::string& v) -> std::string { return v.empty() ? "'' (empty) is not allowed" : ""; },
+                        "", "NonEmpty");
+}
+
 namespace {
 // A whole decimal number >= `min` (min >= 0; up to 2^64-1; no sign, spaces or exponent).
 CLI::Validator WholeNumberAtLeast(unsigned long long min, const char* name) {
@@ -113,6 +141,7 @@ void ApplyTo(CLI::App& app) {
     const std::string& n = o->get_name();  // "--long" for a long option
     if (n == "--repo-type") o->check(RepoTypeCheck());
     else if (n == "--dtype") o->check(DtypeCheck());
+    else if (n == "--revision") o->check(NonEmptyCheck());
     else if (n == "--workers" || n == "--max-workers" || n == "--max-shards-in-flight") o->check(PositiveCheck());
   }
   for (CLI::App* sub : app.get_subcommands({})) ApplyTo(*sub);

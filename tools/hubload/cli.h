@@ -34,10 +34,11 @@ namespace hubload::cli {
 
 /// Global flags, resolved from the environment like huggingface_hub before parsing.
 struct Global {
-  HubConfig config;  // --endpoint, --token, --cache-dir (+ HF_HUB_OFFLINE)
-  /// HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT (seconds, default 10).
-  double etag_timeout_s = 10;
-  double download_timeout_s = 10;
+  /// --endpoint, --token, --cache-dir; HF_HUB_OFFLINE, HF_HUB_ETAG_TIMEOUT,
+  /// HF_HUB_DOWNLOAD_TIMEOUT (HubConfig::FromEnvironment).
+  HubConfig config;
+  /// --cache-dir was on the command line (not only from the environment).
+  bool cache_dir_given = false;
   /// HUBLOAD_LOCK_MODE (auto, flock, lease).
   FileLockOptions lock;
 
@@ -45,16 +46,16 @@ struct Global {
   ClientOptions Client() const {
     ClientOptions o;
     o.config = config;
-    o.etag_timeout_s = etag_timeout_s;
-    o.download_timeout_s = download_timeout_s;
     o.lock = lock;
     return o;
   }
 };
 
-/// Reads HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT and HUBLOAD_LOCK_MODE
-/// into `g`. Returns an error message for a value that is not a positive
-/// number of seconds or not auto/flock/lease (a usage error), else "".
+/// The environment: g->config from HubConfig::FromEnvironment() (endpoint,
+/// token, cache, offline, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT) and
+/// HUBLOAD_LOCK_MODE. Returns an error message for a value the library could
+/// not use (HubConfig::environment_errors) or a lock mode that is not
+/// auto/flock/lease (a usage error), else "".
 std::string ReadEnvironment(Global* g);
 
 /// Adds a subcommand to `app`; returns the action run when that subcommand is chosen.
@@ -78,6 +79,11 @@ CLI::Validator RepoTypeCheck();
 CLI::Validator DtypeCheck();
 /// SizeCheck: a byte size in the one size grammar (ParseMemorySize, size.h: 10GB, 10GiB, bytes).
 CLI::Validator SizeCheck();
+/// SizeToBytes: as SizeCheck, and rewrites the text to its byte count, for
+/// `->transform(SizeToBytes())` on an integer option ("150MB" -> 150000000).
+CLI::Validator SizeToBytes();
+/// NonEmptyCheck: any text but "" (a revision, a name).
+CLI::Validator NonEmptyCheck();
 /// PositiveCheck: a whole number >= 1 (counts: workers, shards in flight, ...).
 CLI::Validator PositiveCheck();
 /// NonNegativeCheck: a whole number >= 0 (ports, ranks, byte counts where 0 means "none").
@@ -85,8 +91,8 @@ CLI::Validator NonNegativeCheck();
 
 /// Rules main() applies to every option of every command (registered or not
 /// in this file), so that a command does not have to repeat them: --repo-type
-/// gets RepoTypeCheck, --dtype DtypeCheck, and --workers, --max-workers,
-/// --max-shards-in-flight PositiveCheck. A command may add stricter checks of its own.
+/// gets RepoTypeCheck, --dtype DtypeCheck, --revision NonEmptyCheck, and
+/// --workers, --max-workers, --max-shards-in-flight PositiveCheck. A command may add stricter checks of its own.
 void ApplyUniformChecks(CLI::App& app);
 
 /// A command that only hubload-torch has, with the one-line help that both
@@ -111,5 +117,17 @@ std::string HumanBytes(double bytes);
 
 /// Prints "hubload NAME: message" on stderr (one line) and returns 1.
 int Fail(const std::string& command, const std::string& message);
+/// The same for a usage error (an option value refused by its grammar, checked
+/// after parsing): returns 2.
+int UsageError(const std::string& command, const std::string& message);
+
+/// The JSON error object a --json command prints for `st` (one line):
+/// {"error": {"code", "reason", "message", and the ErrorContext fields that
+/// are set: "repo_id", "revision", "file", "tensor", "url", "http_status",
+/// "request_id", "error_code", "names" (the full list the message cuts)}}.
+std::string ErrorJson(const Status& st);
+/// Fail(command, st.ToString()); with `json` also prints ErrorJson(st) on
+/// stdout, where a --json caller reads the report. Returns 1.
+int FailStatus(const std::string& command, const Status& st, bool json);
 
 }  // namespace hubload::cli

@@ -26,6 +26,7 @@
 
 #include "hubload/safetensors.h"
 #include "tools/hubload/cli.h"
+#include "util/json.h"
 
 namespace {
 
@@ -196,7 +197,7 @@ hubload::Status WriteSharded(const fs::path& dir, const std::string& stem, const
   }
   index["weight_map"] = wm;
   std::string index_name = stem + ".safetensors.index" + (variant.empty() ? "" : "." + variant) + ".json";
-  if (!WriteText(dir / index_name, index.dump(2) + "\n"))
+  if (!WriteText(dir / index_name, hubload::util::DumpJson(index, 2) + "\n"))
     return hubload::Status(hubload::Code::kIOError, "cannot write " + (dir / index_name).string(), "IOError");
   return hubload::Status::Ok();
 }
@@ -283,10 +284,10 @@ int RunDemo(const std::string& out_dir, uint64_t size_mb, uint64_t seed) {
   nlohmann::ordered_json sc;
   sc["_class_name"] = "FlowMatchEulerDiscreteScheduler";
   sc["num_train_timesteps"] = 1000;
-  bool ok = WriteText(root / "model_index.json", mi.dump(2) + "\n") &&
-            WriteText(root / "transformer" / "config.json", tc.dump(2) + "\n") &&
-            WriteText(root / "text_encoder" / "config.json", tec.dump(2) + "\n") &&
-            WriteText(root / "scheduler" / "scheduler_config.json", sc.dump(2) + "\n");
+  bool ok = WriteText(root / "model_index.json", hubload::util::DumpJson(mi, 2) + "\n") &&
+            WriteText(root / "transformer" / "config.json", hubload::util::DumpJson(tc, 2) + "\n") &&
+            WriteText(root / "text_encoder" / "config.json", hubload::util::DumpJson(tec, 2) + "\n") &&
+            WriteText(root / "scheduler" / "scheduler_config.json", hubload::util::DumpJson(sc, 2) + "\n");
   if (!ok) return hubload::cli::Fail("demo-model", "cannot write the JSON files under " + out_dir);
   std::printf("demo model written to %s (seed %llu)\n", out_dir.c_str(), static_cast<unsigned long long>(seed));
   std::printf("  transformer: %zu tensors, %zu fp32 shards (%.1f MB), %zu fp16 shards (%.1f MB)\n", tr.size(), n32,

@@ -5,7 +5,9 @@
 // with Slurm (SLURM_PROCID, ...) and Kubernetes indexed Job
 // (JOB_COMPLETION_INDEX) fallbacks; --master-addr/--master-port/--rank/...
 // override it. Every rank prints one line on stdout: the snapshot folder
-// (download) or a JSON summary (load --json).
+// (download) or a JSON summary (load --json). Rank 0 draws the progress of its
+// node's prefetch on stderr when it is a terminal (not with --quiet or
+// HF_HUB_DISABLE_PROGRESS_BARS=1).
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +18,10 @@
 
 #include "hubload/distributed.h"
 #include "hubload/hub.h"
+#include "hubload/size.h"
 #include "tools/hubload/cli.h"
+#include "tools/hubload/hf_uri.h"
+#include "tools/hubload/progress_bar.h"
 
 namespace {
 
@@ -27,7 +32,7 @@ struct JobFlags {
   std::string master_addr;
   int master_port = -1, rank = -1, world_size = -1, local_rank = -1, local_world_size = -1, node_rank = -1;
   double timeout_s = 600, heartbeat_timeout_s = 30;
-  uint64_t chunk_bytes = 16ull << 20;
+  std::string chunk_bytes = "16MiB";  // a size (hubload/size.h)
   std::string assignment = "size";
   std::string revision = "main";
   std::string repo_type = "model";
@@ -59,9 +64,15 @@ struct JobFlags {
                     "a rank silent this long is declared dead, seconds (> 0)")
         ->capture_default_str()
         ->check(CLI::Range(1e-3, 1e7));
-    sub->add_option("--chunk-bytes", chunk_bytes, "bytes per broadcast chunk (>= 1)")
+    sub->add_option("--chunk-bytes", chunk_bytes, "bytes per broadcast chunk, 1KiB .. 1GiB (e.g. 16MiB, 4MB, 65536)")
         ->capture_default_str()
-        ->check(cli::PositiveCheck());
+        ->check(cli::SizeCheck())
+        ->check(CLI::Validator(
+            [](std::string& v) -> std::string {
+              auto n = hubload::ParseMemorySize(v);  // the range DistOptions::chunk_bytes allows
+              return !n.ok() || (*n >= 1024 && *n <= (1ull << 30)) ? "" : "'" + v + "' is not within 1KiB .. 1GiB";
+            },
+            "SIZE", "ChunkBytes"));
     sub->add_option("--assign", assignment, "how files go to download ranks: size or round-robin")
         ->check(CLI::IsMember({"size", "round-robin"}))
         ->capture_default_str();
@@ -92,7 +103,7 @@ struct JobFlags {
     o.env = env;
     o.timeout_s = timeout_s;
     o.heartbeat_timeout_s = heartbeat_timeout_s;
-    o.chunk_bytes = chunk_bytes;
+    HUBLOAD_ASSIGN_OR_RETURN(o.chunk_bytes, hubload::ParseMemorySize(chunk_bytes));
     o.assignment = assignment == "round-robin" ? hd::DistOptions::Assignment::kRoundRobin
                                                : hd::DistOptions::Assignment::kBySize;
     if (const char* f = std::getenv("HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS")) o.fault_kill_after_chunks = std::atoll(f);
@@ -103,7 +114,22 @@ struct JobFlags {
 };
 
 hubload::ClientOptions MakeClient(const hubload::cli::Global& g) {
-  return g.Client();  // g.config comes from HubConfig::FromEnvironment() (main.cc)
+  return g.Client();  // g.config comes from HubConfig::FromEnvironment() (ReadEnvironment, main.cc)
+}
+
+// Progress (progress_bar.h) of this node's prefetch, drawn by rank 0 only (a
+// node leader; the other ranks share its terminal under torchrun). Files and
+// bytes of the job's transfer that rank 0's node cache holds.
+std::shared_ptr<hubload::cli::ProgressBar> AttachProgress(hd::DistOptions* o, bool quiet) {
+  if (o->env.rank != 0 || !hubload::cli::ProgressWanted(quiet)) return nullptr;
+  auto bar = std::make_shared<hubload::cli::ProgressBar>();
+  o->on_progress = [b = bar.get()](const hd::DistProgress& p) {
+    const bool file_end = p.file_bytes_done >= p.file_bytes_total;
+    b->Update(p.path, p.file_bytes_done, p.file_bytes_total, p.bytes_done, p.bytes_total,
+              "files " + std::to_string(p.files_done) + "/" + std::to_string(p.files_total) + "  [rank 0]",
+              file_end && (p.files_done == 1 || p.files_done == p.files_total));
+  };
+  return bar;
 }
 
 std::string Prefix(const hd::DistOptions& o) { return "[rank " + std::to_string(o.env.rank) + "] "; }
@@ -124,13 +150,19 @@ hubload::cli::Command download_reg{
       auto exclude = std::make_shared<std::vector<std::string>>();
       auto flags = std::make_shared<JobFlags>();
       auto quiet = std::make_shared<bool>(false);
-      sub->add_option("repo_id", *repo_id, "repository id, e.g. org/name")->required();
+      sub->add_option("repo_id", *repo_id, "repo id (org/name) or hf://[datasets/|spaces/]org/name[@rev]")
+          ->required();
       sub->add_option("--include", *include, "glob patterns of files to fetch (fnmatch, as hf download)");
       sub->add_option("--exclude", *exclude, "glob patterns of files to skip");
-      sub->add_flag("--quiet", *quiet, "print only the snapshot folder");
+      sub->add_flag("-q,--quiet", *quiet, "print only the snapshot folder (no progress, no summary line)");
       flags->Add(sub);
-      return [&g, repo_id, include, exclude, flags, quiet]() -> int {
+      return [&g, sub, repo_id, include, exclude, flags, quiet]() -> int {
         const char* cmd = "download-distributed";
+        if (int rc = hubload::cli::ApplyRepoArg(cmd, repo_id.get(), &flags->repo_type,
+                                                sub->get_option("--repo-type")->count() > 0, &flags->revision,
+                                                sub->get_option("--revision")->count() > 0, nullptr);
+            rc != 0)
+          return rc;
         auto type = hubload::ParseRepoType(flags->repo_type);
         if (!type.ok()) return hubload::cli::Fail(cmd, type.status().ToString());
         auto opts = flags->Resolve();
@@ -142,7 +174,9 @@ hubload::cli::Command download_reg{
         req.repo_type = *type;
         req.allow_patterns = *include;
         req.ignore_patterns = *exclude;
+        auto bar = AttachProgress(&*opts, *quiet);
         auto r = hd::Prefetch(client, req, *opts);
+        if (bar) bar->Finish();
         if (!r.ok()) FailJob(cmd, *opts, r.status());
         if (!*quiet) {
           std::fprintf(stderr, "%s%s: %zu files at %s; downloaded %llu bytes, sent %llu, received %llu\n",
@@ -166,18 +200,37 @@ hubload::cli::Command load_reg{
       auto dtype = std::make_shared<std::string>("auto");
       auto tensors = std::make_shared<std::string>();
       auto json_out = std::make_shared<std::string>();
-      sub->add_option("repo_id", *repo_id, "repository id, e.g. org/name")->required();
+      auto quiet = std::make_shared<bool>(false);
+      sub->add_option("repo_id", *repo_id, "repo id (org/name) or hf://[datasets/|spaces/]org/name[@rev][/subfolder]")
+          ->required();
+      sub->add_flag("-q,--quiet", *quiet, "no progress output");
       sub->add_option("--subfolder", *subfolder, "model folder inside the repo (e.g. unet)");
       sub->add_option("--variant", *variant, "weights variant (e.g. fp16)");
       sub->add_option("--dtype", *dtype, "auto, fp32, fp16 or bf16")->capture_default_str();
       sub->add_option("--tensors", *tensors,
-                      "ECMAScript regex: this rank takes only the tensors whose name it matches (regex_search)");
+                      "ECMAScript regex: this rank takes only the tensors whose name it matches (regex_search)")
+          ->check(CLI::Validator(
+              [](std::string& v) -> std::string {
+                try {
+                  std::regex re(v, std::regex::ECMAScript);
+                  (void)re;
+                  return {};
+                } catch (const std::regex_error& e) {
+                  return "'" + v + "' is not a valid regex: " + e.what();
+                }
+              },
+              "REGEX", "Regex"));
       sub->add_option("--json", *json_out,
                       "write the load report (hubload load --json's schema, with this rank's tensors) to this file "
                       "('-' = stdout); '{rank}' in the name is replaced by the rank");
       flags->Add(sub);
-      return [&g, repo_id, flags, subfolder, variant, dtype, tensors, json_out]() -> int {
+      return [&g, sub, repo_id, flags, subfolder, variant, dtype, tensors, json_out, quiet]() -> int {
         const char* cmd = "load-distributed";
+        if (int rc = hubload::cli::ApplyRepoArgAsSubfolder(
+                cmd, repo_id.get(), &flags->repo_type, sub->get_option("--repo-type")->count() > 0, &flags->revision,
+                sub->get_option("--revision")->count() > 0, subfolder.get(), sub->get_option("--subfolder")->count() > 0);
+            rc != 0)
+          return rc;
         auto type = hubload::ParseRepoType(flags->repo_type);
         if (!type.ok()) return hubload::cli::Fail(cmd, type.status().ToString());
         auto opts = flags->Resolve();
@@ -197,12 +250,14 @@ hubload::cli::Command load_reg{
           try {
             re = std::make_shared<std::regex>(*tensors, std::regex::ECMAScript);
           } catch (const std::regex_error& e) {
-            return hubload::cli::Fail(cmd, "--tensors '" + *tensors + "' is not a valid regex: " + e.what());
+            return hubload::cli::UsageError(cmd, "--tensors '" + *tensors + "' is not a valid regex: " + e.what());  // checked above
           }
           req.filter = [re](const std::string& name) { return std::regex_search(name, *re); };
         }
         hubload::HubClient client(MakeClient(g));
+        auto bar = AttachProgress(&*opts, *quiet);
         auto r = hd::Load(client, req, *opts, nullptr);
+        if (bar) bar->Finish();
         if (!r.ok()) FailJob(cmd, *opts, r.status());
         const std::string report = hubload::LoadReportJson(r->info);
         std::fprintf(stderr, "%s%s: %llu tensors from %zu files\n", Prefix(*opts).c_str(),

@@ -1,14 +1,14 @@
 // `hubload download REPO_ID [FILE...]`: hf download in C++ (huggingface_hub
 // 1.x options; REPO_ID may be an hf:// URI). The last stdout
 // line is the local path (the file when one FILE is given, else the snapshot
-// folder or --local-dir). Progress goes to stderr: bars on a terminal, one
-// line per finished file otherwise, nothing with --quiet.
-#include <unistd.h>
-
-#include <chrono>
+// folder or --local-dir). Progress goes to stderr: bars on a terminal (not with
+// HF_HUB_DISABLE_PROGRESS_BARS=1), one line per finished file otherwise,
+// nothing with --quiet. FILES and --include/--exclude together: the FILES,
+// with a warning that the patterns are ignored (as hf download).
+#include <atomic>
 #include <cstdio>
 #include <map>
-#include <mutex>
+#include <memory>
 
 #include "hubload/hub.h"
 #include <nlohmann/json.hpp>
@@ -16,87 +16,82 @@
 #include "hubload/cache.h"
 #include "tools/hubload/cli.h"
 #include "tools/hubload/hf_uri.h"
+#include "tools/hubload/progress_bar.h"
+#include "util/json.h"
 
 namespace {
 
-// Progress display on stderr (thread-safe: callbacks arrive from workers).
+// Progress on stderr: the CLI's renderer (progress_bar.h) on a terminal, one
+// "done PATH" line per finished file otherwise, nothing with --quiet.
+// Thread-safe: callbacks arrive from download workers; ProgressBar locks.
 class Display {
  public:
-  Display(bool quiet, bool tty) : quiet_(quiet), tty_(tty), start_(std::chrono::steady_clock::now()) {}
+  explicit Display(bool quiet) : quiet_(quiet) {
+    if (hubload::cli::ProgressWanted(quiet)) bar_ = std::make_unique<hubload::cli::ProgressBar>();
+  }
 
   hubload::DownloadCallbacks Callbacks() {
     hubload::DownloadCallbacks cb;
     if (quiet_) return cb;
-    cb.on_file_done = [this](const std::string& path, const std::string& local) { FileDone(path, local); };
-    cb.on_progress = [this](uint64_t done, uint64_t total) { Total(done, total); };
-    cb.on_bytes_received = [this](uint64_t n) {
-      std::lock_guard<std::mutex> l(mu_);
-      received_ = n;  // the rate counts only bytes of this run, not a resumed partial
+    auto* bar = bar_.get();
+    cb.on_file_done = [bar](const std::string& path, const std::string&) {
+      if (bar) {
+        bar->File(path, 1, 1);  // its line goes
+        bar->Log("done " + path);
+      } else {
+        std::fprintf(stderr, "done %s\n", path.c_str());
+      }
     };
-    if (tty_)
-      cb.on_file_progress = [this](const std::string& p, uint64_t d, uint64_t t) { FileProgress(p, d, t); };
+    if (!bar) return cb;
+    cb.on_progress = [bar](uint64_t done, uint64_t total) { bar->Total(done, total, "total", total && done >= total); };
+    // The rate counts only bytes of this run, not a resumed partial.
+    cb.on_bytes_received = [bar](uint64_t n) { bar->RateBytes(n); };
+    cb.on_file_progress = [bar](const std::string& p, uint64_t d, uint64_t t) { bar->File(p, d, t); };
     return cb;
   }
+  // Callbacks of the `index`-th (from 0) of `count` files fetched one at a
+  // time (FileRequest::callbacks): the total line adds up the files so far.
+  hubload::DownloadCallbacks OneFile(size_t index, size_t count) {
+    hubload::DownloadCallbacks cb;
+    if (!bar_) return cb;
+    auto* bar = bar_.get();
+    cb.on_progress = [this, bar, index, count](uint64_t done, uint64_t total) {
+      file_done_ = done;
+      const bool complete = total && done >= total;
+      // "files N/M": the files done, this one counted once its last byte is in.
+      const std::string suffix =
+          count > 1 ? "files " + std::to_string(index + (complete ? 1 : 0)) + "/" + std::to_string(count) : "total";
+      bar->Total(before_done_ + done, before_done_ + total, suffix, complete);
+    };
+    cb.on_bytes_received = [this, bar](uint64_t n) {
+      file_received_ = n;
+      bar->RateBytes(before_received_ + n);
+    };
+    cb.on_file_progress = [bar](const std::string& p, uint64_t d, uint64_t t) { bar->File(p, d, t); };
+    return cb;
+  }
+  // After each file of OneFile(): its bytes join the files before, and its done line is printed.
+  void FileDone(const std::string& path) {
+    before_done_ += file_done_;
+    before_received_ += file_received_;
+    file_done_ = file_received_ = 0;
+    if (quiet_) return;
+    if (bar_) {
+      bar_->File(path, 1, 1);
+      bar_->Log("done " + path);
+    } else {
+      std::fprintf(stderr, "done %s\n", path.c_str());
+    }
+  }
   void Finish() {
-    if (quiet_ || !tty_) return;
-    std::lock_guard<std::mutex> l(mu_);
-    Clear();
+    if (bar_) bar_->Finish();
   }
 
  private:
-  void FileDone(const std::string& path, const std::string& local) {
-    std::lock_guard<std::mutex> l(mu_);
-    active_.erase(path);
-    if (tty_) Clear();
-    std::fprintf(stderr, "done %s\n", path.c_str());
-    if (tty_) Draw(true);
-  }
-  void FileProgress(const std::string& p, uint64_t d, uint64_t t) {
-    std::lock_guard<std::mutex> l(mu_);
-    active_[p] = {d, t};
-    Draw(false);
-  }
-  void Total(uint64_t d, uint64_t t) {
-    std::lock_guard<std::mutex> l(mu_);
-    done_ = d;
-    total_ = t;
-    if (tty_) Draw(false);
-  }
-  static std::string Bar(uint64_t d, uint64_t t) {
-    int w = 24, filled = t ? static_cast<int>(w * static_cast<double>(d) / static_cast<double>(t)) : 0;
-    if (filled > w) filled = w;
-    return "[" + std::string(filled, '#') + std::string(w - filled, '.') + "]";
-  }
-  void Clear() {
-    for (int i = 0; i < lines_; ++i) std::fprintf(stderr, "\x1b[1A\x1b[2K");
-    lines_ = 0;
-  }
-  void Draw(bool force) {
-    auto now = std::chrono::steady_clock::now();
-    if (!force && now - last_ < std::chrono::milliseconds(150)) return;
-    last_ = now;
-    Clear();
-    int shown = 0;
-    for (auto& [p, dt] : active_) {
-      if (shown == 8) break;
-      std::fprintf(stderr, "%s %s / %s  %s\n", Bar(dt.first, dt.second).c_str(), hubload::cli::HumanBytes(dt.first).c_str(),
-                   dt.second ? hubload::cli::HumanBytes(dt.second).c_str() : "?", p.c_str());
-      ++shown;
-    }
-    double secs = std::chrono::duration<double>(now - start_).count();
-    double rate = secs > 0 ? static_cast<double>(received_) / secs : 0;
-    std::string eta = rate > 0 && total_ > done_ ? std::to_string(static_cast<int>((total_ - done_) / rate)) + " s" : "-";
-    std::fprintf(stderr, "%s %s / %s  %s/s  ETA %s  total\n", Bar(done_, total_).c_str(), hubload::cli::HumanBytes(done_).c_str(),
-                 hubload::cli::HumanBytes(total_).c_str(), hubload::cli::HumanBytes(rate).c_str(), eta.c_str());
-    lines_ = shown + 1;
-  }
-
-  bool quiet_, tty_;
-  std::mutex mu_;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> active_;
-  uint64_t done_ = 0, total_ = 0, received_ = 0;
-  int lines_ = 0;
-  std::chrono::steady_clock::time_point start_, last_{};
+  bool quiet_;
+  std::unique_ptr<hubload::cli::ProgressBar> bar_;
+  // OneFile() sums (one file at a time; a file's callbacks may come from several threads).
+  std::atomic<uint64_t> before_done_{0}, before_received_{0}, file_done_{0}, file_received_{0};
 };
 
 struct Args {
@@ -116,11 +111,11 @@ struct Args {
   CLI::Option* repo_type_opt = nullptr;
 };
 
-// `download --dry-run`: the listing (which writes trees/<commit>.json and
-// refs/<revision>, as any listing does) and a look at the cache; no download.
+// `download --dry-run`: the listing and a look at the cache; nothing is
+// downloaded and nothing is written into the cache (as hf download --dry-run).
 int DryRun(const Args& a, hubload::RepoType type, const hubload::HubClient& client) {
-  auto listing = client.ListFiles(a.repo_id, a.revision, type);
-  if (!listing.ok()) return hubload::cli::Fail("download", listing.status().ToString());
+  auto listing = client.ListFiles(a.repo_id, a.revision, type, /*keep_in_cache=*/false);
+  if (!listing.ok()) return hubload::cli::FailStatus("download", listing.status(), a.json);
   std::map<std::string, const hubload::RepoFile*> by_path;
   for (auto& f : listing->files) by_path[f.path] = &f;
   std::vector<const hubload::RepoFile*> chosen;
@@ -130,7 +125,7 @@ int DryRun(const Args& a, hubload::RepoType type, const hubload::HubClient& clie
       if (it == by_path.end())
         return hubload::cli::Fail("download", "'" + name + "' is not a file of " + a.repo_id + " at " +
                                                   listing->commit + " (revision " + a.revision + ")");
-      if (hubload::MatchesPatterns(name, a.include, a.exclude)) chosen.push_back(it->second);
+      chosen.push_back(it->second);
     }
   } else {
     for (auto& f : listing->files)
@@ -159,7 +154,7 @@ int DryRun(const Args& a, hubload::RepoType type, const hubload::HubClient& clie
                           {"files", files},               {"total_bytes", total},
                           {"bytes_to_fetch", to_fetch},   {"files_to_fetch", n_fetch},
                           {"files_cached", chosen.size() - n_fetch}, {"warnings", listing->warnings}};
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", hubload::util::DumpJson(out, 2).c_str());
     return 0;
   }
   std::printf("%12s %12s  %-7s  %s\n", "SIZE", "TO FETCH", "STATE", "FILE");
@@ -171,35 +166,51 @@ int DryRun(const Args& a, hubload::RepoType type, const hubload::HubClient& clie
   return 0;
 }
 
-// --force-download of several files: each file again through Download
-// (force_download), one at a time, after the listing picked them.
-hubload::Result<std::string> ForceMany(const Args& a, hubload::RepoType type, const hubload::HubClient& client,
-                                       const hubload::DownloadCallbacks& cb) {
-  std::vector<std::string> files;
-  std::string commit;
-  if (a.files.empty()) {
+// FILES fetched one at a time through Download (hf_hub_download each):
+// --local-dir with FILES, and --force-download (of FILES, or of the files the
+// listing picks by --include/--exclude). Several files are pinned to one
+// commit first. Returns the one file's path, or the snapshot folder / local_dir.
+hubload::Result<std::string> EachFile(const Args& a, hubload::RepoType type, const hubload::HubClient& client,
+                                      Display& display) {
+  std::vector<std::string> files = a.files;
+  std::string revision = a.revision;
+  if (files.empty()) {
     HUBLOAD_ASSIGN_OR_RETURN(hubload::RepoListing l, client.ListFiles(a.repo_id, a.revision, type));
-    commit = l.commit;
+    revision = l.commit;
     for (auto& f : l.files)
       if (hubload::MatchesPatterns(f.path, a.include, a.exclude)) files.push_back(f.path);
-  } else {
-    HUBLOAD_ASSIGN_OR_RETURN(commit, client.ResolveCommit(a.repo_id, a.revision, type));
-    for (auto& f : a.files)
-      if (hubload::MatchesPatterns(f, a.include, a.exclude)) files.push_back(f);
+  } else if (files.size() > 1 && !client.options().config.offline) {
+    HUBLOAD_ASSIGN_OR_RETURN(revision, client.ResolveCommit(a.repo_id, a.revision, type));
   }
-  for (auto& f : files) {
+  std::string path;
+  for (size_t i = 0; i < files.size(); ++i) {
     hubload::FileRequest r;
     r.repo_id = a.repo_id;
-    r.filename = f;
-    r.revision = commit;
+    r.filename = files[i];
+    r.revision = revision;
     r.repo_type = type;
     r.local_dir = a.local_dir;
-    r.force_download = true;
-    HUBLOAD_ASSIGN_OR_RETURN(std::string p, client.Download(r));
-    if (cb.on_file_done) cb.on_file_done(f, p);
+    r.force_download = a.force;
+    r.callbacks = display.OneFile(i, files.size());
+    HUBLOAD_ASSIGN_OR_RETURN(path, client.Download(r));
+    display.FileDone(files[i]);
+  }
+  if (a.files.size() == 1) return path;
+  if (!a.local_dir.empty()) return a.local_dir;
+  if (revision == a.revision) {  // offline: the commit the cache has for the revision
+    HUBLOAD_ASSIGN_OR_RETURN(revision, client.ResolveCommit(a.repo_id, a.revision, type));
   }
   hubload::RepoCache rc(client.options().config.cache_dir, a.repo_id, type);
-  if (!a.local_dir.empty()) return a.local_dir;
+  if (a.revision != revision) HUBLOAD_RETURN_IF_ERROR(rc.WriteRef(a.revision, revision));
+  return rc.SnapshotDir(revision);
+}
+
+// FILES into the cache, all at once (DownloadFiles); returns the snapshot folder.
+hubload::Result<std::string> CachedFiles(const Args& a, hubload::RepoType type, const hubload::HubClient& client,
+                                         const hubload::DownloadCallbacks& cb) {
+  HUBLOAD_ASSIGN_OR_RETURN(std::string commit, client.ResolveCommit(a.repo_id, a.revision, type));
+  HUBLOAD_RETURN_IF_ERROR(client.DownloadFiles(a.repo_id, commit, type, a.files, cb));
+  hubload::RepoCache rc(client.options().config.cache_dir, a.repo_id, type);
   if (a.revision != commit) HUBLOAD_RETURN_IF_ERROR(rc.WriteRef(a.revision, commit));
   return rc.SnapshotDir(commit);
 }
@@ -211,62 +222,26 @@ int Run(Args a, hubload::cli::Global& g) {
     return rc;
   auto type = hubload::ParseRepoType(a.repo_type);
   if (!type.ok()) return hubload::cli::Fail("download", type.status().message());
+  // As hf download: named files win over the patterns, with a warning.
+  if (!a.files.empty() && (!a.include.empty() || !a.exclude.empty())) {
+    std::fprintf(stderr, "hubload download: warning: ignoring %s since filenames have been explicitly set\n",
+                 !a.include.empty() && !a.exclude.empty() ? "--include and --exclude"
+                 : !a.include.empty()                      ? "--include"
+                                                           : "--exclude");
+    a.include.clear();
+    a.exclude.clear();
+  }
   hubload::ClientOptions opt = g.Client();
   if (a.offline) opt.config.offline = true;
   opt.max_workers = a.max_workers;
   hubload::HubClient client(opt);
   if (a.dry_run) return DryRun(a, *type, client);
-  Display display(a.quiet, ::isatty(2) == 1);
-  auto cb = display.Callbacks();
-  std::string out;
-  if (a.force && !(a.files.size() == 1 && a.include.empty() && a.exclude.empty())) {
-    auto p = ForceMany(a, *type, client, cb);
-    display.Finish();
-    if (!p.ok()) return hubload::cli::Fail("download", p.status().ToString());
-    out = *p;
-  } else if (a.files.size() == 1 && a.include.empty() && a.exclude.empty()) {
-    hubload::FileRequest r;
-    r.repo_id = a.repo_id;
-    r.filename = a.files[0];
-    r.revision = a.revision;
-    r.repo_type = *type;
-    r.local_dir = a.local_dir;
-    r.force_download = a.force;
-    auto p = client.Download(r);
-    display.Finish();
-    if (!p.ok()) return hubload::cli::Fail("download", p.status().ToString());
-    if (cb.on_file_done) cb.on_file_done(r.filename, *p);
-    out = *p;
+  Display display(a.quiet);
+  hubload::Result<std::string> out = hubload::Status(hubload::Code::kInternal, "no download made");
+  if (a.force || a.files.size() == 1 || (!a.files.empty() && !a.local_dir.empty())) {
+    out = EachFile(a, *type, client, display);
   } else if (!a.files.empty()) {
-    std::vector<std::string> files;
-    for (auto& f : a.files)
-      if (hubload::MatchesPatterns(f, a.include, a.exclude)) files.push_back(f);
-    if (!a.local_dir.empty()) {
-      for (auto& f : files) {
-        hubload::FileRequest r;
-        r.repo_id = a.repo_id;
-        r.filename = f;
-        r.revision = a.revision;
-        r.repo_type = *type;
-        r.local_dir = a.local_dir;
-        auto p = client.Download(r);
-        if (!p.ok()) return hubload::cli::Fail("download", p.status().ToString());
-        if (cb.on_file_done) cb.on_file_done(f, *p);
-      }
-      out = a.local_dir;
-    } else {
-      auto commit = client.ResolveCommit(a.repo_id, a.revision, *type);
-      if (!commit.ok()) return hubload::cli::Fail("download", commit.status().ToString());
-      hubload::Status st = client.DownloadFiles(a.repo_id, *commit, *type, files, cb);
-      display.Finish();
-      if (!st.ok()) return hubload::cli::Fail("download", st.ToString());
-      hubload::RepoCache rc(client.options().config.cache_dir, a.repo_id, *type);
-      if (a.revision != *commit) {
-        auto w = rc.WriteRef(a.revision, *commit);
-        if (!w.ok()) return hubload::cli::Fail("download", w.ToString());
-      }
-      out = rc.SnapshotDir(*commit);
-    }
+    out = CachedFiles(a, *type, client, display.Callbacks());
   } else {
     hubload::SnapshotRequest r;
     r.repo_id = a.repo_id;
@@ -276,13 +251,12 @@ int Run(Args a, hubload::cli::Global& g) {
     r.ignore_patterns = a.exclude;
     r.max_workers = a.max_workers;
     r.local_dir = a.local_dir;
-    r.callbacks = cb;
-    auto p = client.Snapshot(r);
-    display.Finish();
-    if (!p.ok()) return hubload::cli::Fail("download", p.status().ToString());
-    out = *p;
+    r.callbacks = display.Callbacks();
+    out = client.Snapshot(r);
   }
-  std::printf("%s\n", out.c_str());
+  display.Finish();  // the bars go before the path or the error is printed
+  if (!out.ok()) return hubload::cli::FailStatus("download", out.status(), a.json);
+  std::printf("%s\n", out->c_str());
   return 0;
 }
 
@@ -300,7 +274,7 @@ hubload::cli::Command reg{"download", [](CLI::App& app, hubload::cli::Global& g)
   sub->add_option("--local-dir", a->local_dir, "write plain files into this folder instead of the cache");
   sub->add_option("--max-workers", a->max_workers, "files downloaded at once")->capture_default_str()->check(CLI::Range(1, 256));
   sub->add_flag("--offline", a->offline, "no network: serve from the cache or fail");
-  sub->add_flag("--quiet", a->quiet, "no progress output");
+  sub->add_flag("-q,--quiet", a->quiet, "no progress output");
   sub->add_flag("--force-download", a->force, "download again even when cached (the blob is replaced after verification)");
   sub->add_flag("--dry-run", a->dry_run,
                 "list each file, its size, whether it is cached and the bytes a download would fetch; download nothing");

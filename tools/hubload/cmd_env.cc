@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/hubload/cli.h"
+#include "util/json.h"
 
 extern char** environ;
 
@@ -36,6 +37,12 @@ std::string FsTypeName(long type) {
   char hex[24];
   std::snprintf(hex, sizeof hex, "0x%lx", static_cast<unsigned long>(type));
   return it == names.end() ? std::string("unknown (") + hex + ")" : std::string(it->second) + " (" + hex + ")";
+}
+
+// A value of the report as text: a string as is, anything else as JSON.
+std::string Text(const nlohmann::ordered_json& v) {
+  const std::string* s = v.get_ptr<const std::string*>();
+  return s ? *s : hubload::util::DumpJson(v);
 }
 
 // The cache folder, or its nearest existing parent (the cache may not exist yet).
@@ -123,17 +130,16 @@ hubload::cli::Command reg{"env", [](CLI::App& app, hubload::cli::Global& g) {
     }
     out["proxy_and_ca"] = net;
     if (*as_json) {
-      std::printf("%s\n", out.dump(2).c_str());
+      std::printf("%s\n", hubload::util::DumpJson(out, 2).c_str());
       return 0;
     }
     for (auto it = out.begin(); it != out.end(); ++it) {
       if (it.value().is_object()) {
         std::printf("%s:\n", it.key().c_str());
         for (auto jt = it.value().begin(); jt != it.value().end(); ++jt)
-          std::printf("  %s: %s\n", jt.key().c_str(), jt.value().get<std::string>().c_str());
+          std::printf("  %s: %s\n", jt.key().c_str(), Text(jt.value()).c_str());
       } else {
-        std::printf("%s: %s\n", it.key().c_str(),
-                    it.value().is_string() ? it.value().get<std::string>().c_str() : it.value().dump().c_str());
+        std::printf("%s: %s\n", it.key().c_str(), Text(it.value()).c_str());
       }
     }
     return 0;

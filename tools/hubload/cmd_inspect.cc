@@ -18,6 +18,7 @@
 #include "hubload/resolve.h"
 #include "hubload/safetensors.h"
 #include "tools/hubload/cli.h"
+#include "util/json.h"
 
 namespace {
 
@@ -76,7 +77,7 @@ int InspectIndex(const std::string& path, bool as_json, bool strict) {
   auto w = hubload::ParseWeightsFileName(path.substr(path.find_last_of('/') + 1));
   const bool pickle = w && w->pickle;
   auto r = st::ReadIndex(path, pickle ? ".bin" : ".safetensors");
-  if (!r.ok()) return hubload::cli::Fail("inspect", r.status().ToString());
+  if (!r.ok()) return hubload::cli::FailStatus("inspect", r.status(), as_json);
   const st::Index& idx = *r;
   const auto slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
@@ -102,7 +103,7 @@ int InspectIndex(const std::string& path, bool as_json, bool strict) {
     j["problems"] = std::move(problems);
     j["warnings"] = warnings;
     j["ok"] = !failed;
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    std::printf("%s\n", hubload::util::DumpJson(j, 2).c_str());
     return failed ? 1 : 0;
   }
   std::printf("index %s: %zu tensors in %zu shards", path.c_str(), idx.weight_map.size(), idx.shards.size());
@@ -110,7 +111,8 @@ int InspectIndex(const std::string& path, bool as_json, bool strict) {
   std::printf("\n");
   for (const auto& [k, v] : idx.metadata) std::printf("metadata %s = %s\n", k.c_str(), v.c_str());
   for (const auto& s : idx.shards) {
-    std::printf("shard %s: %zu tensors\n", s.c_str(), idx.tensors_by_shard.at(s).size());
+    auto t = idx.tensors_by_shard.find(s);
+    std::printf("shard %s: %zu tensors\n", s.c_str(), t == idx.tensors_by_shard.end() ? size_t{0} : t->second.size());
   }
   if (!cross_checked) std::printf("no shard beside the index: not cross-checked with the shards\n");
   for (const auto& wline : warnings) std::fprintf(stderr, "%s: %s\n", strict ? "error" : "warning", wline.c_str());
@@ -124,7 +126,7 @@ int InspectIndex(const std::string& path, bool as_json, bool strict) {
 
 int InspectFile(const std::string& path, bool as_json) {
   auto r = st::ReadMetadata(path);
-  if (!r.ok()) return hubload::cli::Fail("inspect", r.status().ToString());
+  if (!r.ok()) return hubload::cli::FailStatus("inspect", r.status(), as_json);
   const st::Header& h = *r;
   if (as_json) {
     nlohmann::ordered_json j;
@@ -138,7 +140,7 @@ int InspectFile(const std::string& path, bool as_json) {
       ts[t.name] = std::move(e);
     }
     j["tensors"] = std::move(ts);
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    std::printf("%s\n", hubload::util::DumpJson(j, 2).c_str());
     return 0;
   }
   std::printf("file %s: %zu bytes, header %llu bytes, data starts at %llu\n", path.c_str(),
@@ -161,7 +163,7 @@ int InspectFile(const std::string& path, bool as_json) {
 /// restricted reader (pickle.h) without loading any tensor or running any code.
 int InspectPickle(const std::string& path, bool as_json) {
   auto r = hubload::pickle::ReadCheckpointFile(path);
-  if (!r.ok()) return hubload::cli::Fail("inspect", r.status().ToString());
+  if (!r.ok()) return hubload::cli::FailStatus("inspect", r.status(), as_json);
   const hubload::pickle::Checkpoint& ck = *r;
   const char* format = ck.format == hubload::pickle::Format::kZip ? "zip" : "legacy";
   if (as_json) {
@@ -178,7 +180,7 @@ int InspectPickle(const std::string& path, bool as_json) {
     }
     j["tensors"] = std::move(ts);
     j["warnings"] = ck.warnings;
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    std::printf("%s\n", hubload::util::DumpJson(j, 2).c_str());
     return 0;
   }
   std::printf("torch checkpoint %s (%s format): %zu tensors in %zu storages\n", path.c_str(), format,

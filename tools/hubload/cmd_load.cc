@@ -24,9 +24,12 @@
 #include "hubload/device_pipeline.h"
 #include "hubload/hub.h"
 #include "hubload/pipeline.h"
+#include "hubload/reasons.h"
 #include "hubload/torch_loader.h"
 #include "tools/hubload/cli.h"
+#include "tools/hubload/hf_uri.h"
 #include "tools/hubload/progress_bar.h"
+#include "util/log_capture.h"
 
 namespace {
 
@@ -38,6 +41,7 @@ struct LoadArgs {
   bool hub = false;
   bool json = false;
   bool quiet = false;
+  bool strict = false;
   // Device path.
   std::string device_map;
   std::string max_memory;
@@ -46,6 +50,9 @@ struct LoadArgs {
   std::string device_backend;  // "" (cuda when present), "cuda", "fake"
   int fake_gpus = 1;
   std::string fake_gpu_memory = "1GiB";
+  /// Warnings the library already logged on stderr during the load (set by
+  /// the action): the report's copy of them is not printed again.
+  const hubload::util::WarningCapture* logged = nullptr;
   /// True when the device pipeline handles this load.
   bool UsesDevicePath() const {
     const std::string& d = request.device;
@@ -53,8 +60,34 @@ struct LoadArgs {
   }
 };
 
+// --strict: the index's metadata.total_size warning (safetensors::TotalSizeWarning, reason
+// TotalSizeMismatch) fails the load, as `hubload inspect --strict`; other warnings stay warnings.
+int StrictFailure(const LoadArgs& args, const hubload::PretrainedInfo& info) {
+  if (!args.strict) return 0;
+  for (const auto& w : info.warnings) {
+    if (w.find(hubload::reason::kTotalSizeMismatch) == std::string::npos) continue;
+    hubload::ErrorContext ctx;
+    ctx.repo_id = info.source == "hub" ? info.repo_id : "";
+    ctx.file = info.index_file;
+    return hubload::cli::FailStatus(
+        "load",
+        hubload::Status(hubload::Code::kInvalidFormat, w + " (an error under --strict)",
+                        std::string(hubload::reason::kTotalSizeMismatch), ctx),
+        args.json);
+  }
+  return 0;
+}
+
+// The report's warnings on stderr, each once (the Hub-unreachable warning,
+// for one, is logged by the client and also part of the report).
+void PrintWarnings(const LoadArgs& args, const hubload::PretrainedInfo& info) {
+  for (const auto& w : info.warnings)
+    if (!args.logged || !args.logged->Has(w)) std::fprintf(stderr, "hubload load: warning: %s\n", w.c_str());
+}
+
 int Print(const LoadArgs& args, const hubload::PretrainedInfo& info) {
-  for (const auto& w : info.warnings) std::fprintf(stderr, "hubload load: warning: %s\n", w.c_str());
+  if (int rc = StrictFailure(args, info)) return rc;
+  PrintWarnings(args, info);
   if (args.json) {
     std::printf("%s\n", hubload::LoadReportJson(info).c_str());
     return 0;
@@ -70,10 +103,8 @@ std::shared_ptr<hubload::cli::ProgressBar> AttachProgress(hubload::PretrainedReq
   if (!hubload::cli::ProgressWanted(quiet)) return nullptr;
   auto bar = std::make_shared<hubload::cli::ProgressBar>();
   req->progress = [bar](const hubload::LoadProgress& p) {
-    if (!p.file.empty()) bar->File(p.file, p.file_bytes_done, p.file_bytes_total);
-    bar->Total(p.bytes_downloaded, p.bytes_total,
-               "shards " + std::to_string(p.shards_loaded) + "/" + std::to_string(p.shards_total),
-               p.file.empty());
+    bar->Update(p.file, p.file_bytes_done, p.file_bytes_total, p.bytes_downloaded, p.bytes_total,
+                "shards " + std::to_string(p.shards_loaded) + "/" + std::to_string(p.shards_total), p.file.empty());
   };
   return bar;
 }
@@ -84,7 +115,7 @@ int RunCpuLoad(const hubload::ClientOptions& co, const LoadArgs& args) {
   auto bar = AttachProgress(&req, args.quiet);
   auto loaded = hubload::LoadStateDict(client, req);
   if (bar) bar->Finish();
-  if (!loaded.ok()) return hubload::cli::Fail("load", loaded.status().ToString());
+  if (!loaded.ok()) return hubload::cli::FailStatus("load", loaded.status(), args.json);
   return Print(args, loaded->info);
 }
 
@@ -130,7 +161,8 @@ hubload::Result<hubload::DeviceLoadOptions> DeviceOptionsOf(const LoadArgs& a) {
 int PrintDevice(const LoadArgs& args, const hubload::DeviceLoadResult& r) {
   const hubload::PretrainedInfo& info = r.info;
   if (args.json) return Print(args, info);
-  for (const auto& w : info.warnings) std::fprintf(stderr, "hubload load: warning: %s\n", w.c_str());
+  if (int rc = StrictFailure(args, info)) return rc;
+  PrintWarnings(args, info);
   const std::string strategy =
       args.device_map.empty() ? "device" : hubload::StrategyName(hubload::ParseDeviceMap(args.device_map)->strategy);
   if (info.source == "hub")
@@ -164,8 +196,10 @@ int PrintDevice(const LoadArgs& args, const hubload::DeviceLoadResult& r) {
     std::printf("plan only: %zu tensors in %zu file(s), nothing downloaded or loaded\n", r.planned.size(),
                 info.files.size());
   } else {
+    const auto& ts = r.tensors.tensors();  // restored aliases share a loaded tensor: not counted
+    const auto loaded = std::count_if(ts.begin(), ts.end(), [](const auto& t) { return t.alias_of.empty(); });
     std::printf("loaded %zu tensors from %zu file(s)%s in %.3f s (time to first shard %.3f s)\n",
-                r.tensors.tensors().size(), info.files.size(),
+                static_cast<size_t>(loaded), info.files.size(),
                 r.disk_tensors.empty() ? "" : (", " + std::to_string(r.disk_tensors.size()) + " left on disk").c_str(),
                 info.timings.total_s, info.timings.time_to_first_shard_s);
   }
@@ -174,13 +208,13 @@ int PrintDevice(const LoadArgs& args, const hubload::DeviceLoadResult& r) {
 
 int RunDeviceLoad(const hubload::ClientOptions& co, const LoadArgs& args) {
   auto opts = DeviceOptionsOf(args);
-  if (!opts.ok()) return hubload::cli::Fail("load", opts.status().ToString());
+  if (!opts.ok()) return hubload::cli::FailStatus("load", opts.status(), args.json);
   hubload::HubClient client(co);
   hubload::PretrainedRequest req = args.request;
   auto bar = AttachProgress(&req, args.quiet || args.plan_only);
   auto r = hubload::FetchAndLoadToDevice(client, req, *opts);
   if (bar) bar->Finish();
-  if (!r.ok()) return hubload::cli::Fail("load", r.status().ToString());
+  if (!r.ok()) return hubload::cli::FailStatus("load", r.status(), args.json);
   return PrintDevice(args, *r);
 }
 
@@ -189,8 +223,8 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
   auto a = std::make_shared<LoadArgs>();
   auto& r = a->request;
   sub->add_option("repo_id_or_path", r.repo_id,
-                  "Hub repo id (org/name) or local checkpoint folder, .safetensors file or .safetensors.index.json "
-                  "(an existing path wins)")
+                  "Hub repo id (org/name), hf://[datasets/|spaces/]org/name[@rev][/subfolder], or local checkpoint "
+                  "folder, .safetensors file or .safetensors.index.json (an existing path wins over a repo id)")
       ->required();
   sub->add_option("--revision", r.revision, "branch, tag, refs/pr/N or commit (Hub)")->capture_default_str();
   sub->add_option("--repo-type", a->repo_type, "model|dataset|space (Hub)")
@@ -207,16 +241,36 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
                   "module name kept in fp32 (whole dot-component match); repeatable");
   sub->add_option("--device", r.device,
                   "target device: cpu (LibTorch tensors) or cuda / cuda:N (device memory through the staging loader)")
-      ->capture_default_str();
-  sub->add_option("--device-map", a->device_map,
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            auto d = hubload::Device::Parse(v);
+            return d.ok() ? std::string() : d.status().message();
+          },
+          "cpu|cuda|cuda:N", "Device"));
+  auto* device_map = sub->add_option("--device-map", a->device_map,
                   "place the model over several devices as accelerate does: auto, balanced, balanced_low_0, "
-                  "sequential, or PREFIX=DEVICE,... (e.g. text_model=0,lm_head=cpu; =cuda:0 for everything)");
+                  "sequential, or PREFIX=DEVICE,... (e.g. text_model=0,lm_head=cpu; =cuda:0 for everything)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            auto m = hubload::ParseDeviceMap(v);
+            return m.ok() ? std::string() : m.status().message();
+          },
+          "STRATEGY|PREFIX=DEVICE,...", "DeviceMap"));
   sub->add_option("--max-memory", a->max_memory,
                   "bytes each device may take with --device-map, e.g. 0=10GB,1=10GB,cpu=30GB (GiB etc. allowed; "
-                  "disk=SIZE allows leaving tensors in the cached file)");
+                  "disk=SIZE allows leaving tensors in the cached file)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            auto m = hubload::ParseMaxMemory(v);  // sizes in the one grammar (hubload/size.h)
+            return m.ok() ? std::string() : m.status().message();
+          },
+          "DEVICE=SIZE,...", "MaxMemory"))
+      ->needs(device_map);
   sub->add_option("--no-split", a->no_split,
                   "module that must stay on one device with --device-map (dotted name, * for one segment, e.g. "
-                  "model.layers.*); repeatable");
+                  "model.layers.*); repeatable")
+      ->needs(device_map);
   sub->add_flag("--plan-only", a->plan_only,
                 "print the device placement computed from the shard headers and stop (nothing downloaded or "
                 "loaded; works without a GPU)");
@@ -240,9 +294,26 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
                 "print the JSON report (dtype, shape, sum, sha256 per tensor; timings incl. time_to_first_tensor_s, "
                 "download_s, load_s, total_s; on the device path: device_map, bytes_per_device, and per tensor its "
                 "device and the sha256 of its bytes copied back)");
+  sub->add_flag("--strict", a->strict,
+                "an index whose metadata.total_size differs from the tensors' bytes is an error (a warning without "
+                "--strict), as hubload inspect --strict");
   sub->add_flag("-q,--quiet", a->quiet,
                 "no progress on stderr (also when stderr is not a terminal or HF_HUB_DISABLE_PROGRESS_BARS=1)");
-  return [a, &g]() -> int {
+  return [a, sub, &g]() -> int {
+    // hf://org/m[@rev][/subfolder]: a Hub repo (never a local path).
+    if (hubload::cli::IsHfUri(a->request.repo_id)) {
+      if (a->local) {
+        std::fprintf(stderr, "hubload load: --local and the hf:// URI '%s' contradict\n", a->request.repo_id.c_str());
+        return 2;
+      }
+      if (int rc = hubload::cli::ApplyRepoArgAsSubfolder(
+              "load", &a->request.repo_id, &a->repo_type, sub->get_option("--repo-type")->count() > 0,
+              &a->request.revision, sub->get_option("--revision")->count() > 0, &a->request.subfolder,
+              sub->get_option("--subfolder")->count() > 0);
+          rc != 0)
+        return rc;
+      a->hub = true;
+    }
     auto d = hubload::ParseTargetDtype(a->dtype);
     if (!d.ok()) return hubload::cli::Fail("load", d.status().message());
     a->request.load.dtype = *d;
@@ -252,10 +323,10 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
     a->request.repo_type = *rt;
     if (a->local) a->request.source = hubload::PretrainedRequest::Source::kLocal;
     if (a->hub) a->request.source = hubload::PretrainedRequest::Source::kHub;
+    hubload::util::WarningCapture logged;
+    a->logged = &logged;
     if (a->UsesDevicePath()) return RunDeviceLoad(g.Client(), *a);
-    if (!a->max_memory.empty() || !a->no_split.empty())
-      return hubload::cli::Fail("load", "--max-memory and --no-split apply to --device-map (e.g. --device-map auto)");
-    return RunCpuLoad(g.Client(), *a);
+    return RunCpuLoad(g.Client(), *a);  // --max-memory and --no-split need --device-map (CLI11 ->needs)
   };
 }};
 

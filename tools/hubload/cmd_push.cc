@@ -4,66 +4,33 @@
 // says so). Warnings about skipped or suspicious files go to stderr, one
 // line each naming the file. On success stdout gets two lines: the commit id and
 // the commit URL (then the pull-request URL with --create-pr). Progress goes
-// to stderr as a bar with bytes, rate and ETA when stderr is a terminal;
-// nothing otherwise (or with --quiet). Errors: one line on stderr, exit 1.
-#include <unistd.h>
-
-#include <chrono>
+// to stderr when stderr is a terminal: per phase (hashing, uploading) a line
+// per file in progress and a total line (bytes, rate, ETA) left on screen;
+// nothing otherwise (or with --quiet or HF_HUB_DISABLE_PROGRESS_BARS=1). Errors: one line on stderr, exit 1.
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
+#include <memory>
 
 #include "hubload/upload.h"
 #include "tools/hubload/cli.h"
 #include "tools/hubload/hf_uri.h"
+#include "tools/hubload/progress_bar.h"
 
 namespace {
 
-// One progress line per phase on a terminal (callbacks are serialised by the library).
-class Bar {
- public:
-  void Update(const hubload::UploadProgress& p) {
-    std::lock_guard<std::mutex> l(mu_);
-    auto now = std::chrono::steady_clock::now();
-    if (p.phase != phase_ || !started_) {
-      if (started_) std::fprintf(stderr, "\n");
-      phase_ = p.phase;
-      started_ = true;
-      start_ = now;
-    }
-    const char* label = p.phase == hubload::UploadPhase::kHashing     ? "hashing  "
-                        : p.phase == hubload::UploadPhase::kUploading ? "uploading"
-                                                                      : "committing";
-    if (p.phase == hubload::UploadPhase::kCommitting) {
-      std::fprintf(stderr, "\r\x1b[2K%s", label);
-      std::fflush(stderr);
-      return;
-    }
-    double secs = std::chrono::duration<double>(now - start_).count();
-    double rate = secs > 0 ? static_cast<double>(p.bytes_done) / secs : 0;
-    std::string eta = rate > 0 && p.bytes_total > p.bytes_done
-                          ? std::to_string(static_cast<long long>((p.bytes_total - p.bytes_done) / rate)) + " s"
-                          : "-";
-    int w = 24;
-    int filled = p.bytes_total ? static_cast<int>(w * static_cast<double>(p.bytes_done) / p.bytes_total) : w;
-    if (filled > w) filled = w;
-    std::fprintf(stderr, "\r\x1b[2K%s [%s%s] %s / %s  %s/s  ETA %s", label, std::string(filled, '#').c_str(),
-                 std::string(w - filled, '.').c_str(), hubload::cli::HumanBytes(static_cast<double>(p.bytes_done)).c_str(),
-                 hubload::cli::HumanBytes(static_cast<double>(p.bytes_total)).c_str(), hubload::cli::HumanBytes(rate).c_str(), eta.c_str());
-    std::fflush(stderr);
-  }
-  void Done() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (started_) std::fprintf(stderr, "\n");
-    started_ = false;
-  }
-
- private:
-  std::mutex mu_;
-  bool started_ = false;
-  hubload::UploadPhase phase_ = hubload::UploadPhase::kHashing;
-  std::chrono::steady_clock::time_point start_;
-};
+// Progress on a terminal, through the CLI's renderer (progress_bar.h): per
+// phase ("hashing", "uploading", then "committing") a line per file in
+// progress and the phase's total line, which stays on screen when the next
+// phase starts.
+void Show(hubload::cli::ProgressBar* bar, const hubload::UploadProgress& p) {
+  const char* label = p.phase == hubload::UploadPhase::kHashing     ? "hashing  "
+                      : p.phase == hubload::UploadPhase::kUploading ? "uploading"
+                                                                    : "committing";
+  bar->Phase(label);
+  if (p.phase == hubload::UploadPhase::kCommitting) return;
+  bar->Update(p.path_in_repo, p.file_bytes_done, p.file_bytes_total, p.bytes_done, p.bytes_total, {},
+              p.path_in_repo.empty());
+}
 
 struct Args {
   std::string local_path, repo_id;
@@ -152,12 +119,18 @@ int Run(Args a, hubload::cli::Global& g, const std::string& cmd) {
       return hubload::cli::Fail(cmd, head.status().ToString());
     }
   }
-  Bar bar;
-  if (!a.quiet && ::isatty(STDERR_FILENO)) req.callbacks.on_progress = [&bar](const auto& p) { bar.Update(p); };
+  std::shared_ptr<hubload::cli::ProgressBar> bar;
+  if (hubload::cli::ProgressWanted(a.quiet)) {
+    bar = std::make_shared<hubload::cli::ProgressBar>();
+    req.callbacks.on_progress = [bar](const hubload::UploadProgress& p) { Show(bar.get(), p); };
+  }
+  auto done = [&bar] {
+    if (bar) bar->Finish(/*keep=*/true);
+  };
   hubload::Result<hubload::CommitInfo> info = hubload::Status(hubload::Code::kInternal, "no upload made");
   if (std::filesystem::is_regular_file(a.local_path, ec)) {
     if (!a.include.empty() || !a.exclude.empty() || !a.del.empty()) {
-      bar.Done();
+      done();
       std::fprintf(stderr, "hubload %s: --include/--exclude/--delete apply to a folder, not to the file '%s'\n",
                    cmd.c_str(), a.local_path.c_str());
       return 2;
@@ -167,7 +140,7 @@ int Run(Args a, hubload::cli::Global& g, const std::string& cmd) {
   } else {
     info = client.UploadFolder(req);
   }
-  bar.Done();
+  done();
   if (!info.ok()) return hubload::cli::Fail(cmd, info.status().ToString());
   for (auto& w : info->warnings) std::fprintf(stderr, "hubload %s: warning: %s\n", cmd.c_str(), w.c_str());
   if (!info->committed && !a.quiet)

@@ -8,7 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/hub.h"
+#include "hubload/reasons.h"
 #include "tools/hubload/cli.h"
+#include "tools/hubload/hf_uri.h"
+#include "util/json.h"
 
 namespace {
 
@@ -36,6 +39,12 @@ void PrintRefs(const char* kind, const std::vector<hubload::GitRefInfo>& v) {
   for (auto& r : v) std::printf("%-8s %-40s %s\n", kind, r.name.c_str(), r.target_commit.c_str());
 }
 
+// --exist-ok and the ref is there already: success, saying so (nothing was created).
+int Exists(const char* kind, const RepoArgs& a) {
+  std::printf("%s %s of %s exists already (--exist-ok: nothing changed)\n", kind, a.name.c_str(), a.repo_id.c_str());
+  return 0;
+}
+
 int Run(const std::string& what, const RepoArgs& a, hubload::cli::Global& g) {
   const std::string cmd = "repo " + what;
   auto type = hubload::ParseRepoType(a.repo_type);
@@ -45,8 +54,13 @@ int Run(const std::string& what, const RepoArgs& a, hubload::cli::Global& g) {
     hubload::CreateBranchOptions o;
     o.repo_type = *type;
     o.revision = a.revision;
-    o.exist_ok = a.exist_ok;
+    // Asked without exist_ok first, so that an existing branch is reported as such.
     hubload::Status st = client.CreateBranch(a.repo_id, a.name, o);
+    if (a.exist_ok && st.Is(hubload::reason::kRefExists)) return Exists("branch", a);
+    if (a.exist_ok && st.code() == hubload::Code::kPermissionDenied) {  // the library's listed-branch rule
+      o.exist_ok = true;
+      if (client.CreateBranch(a.repo_id, a.name, o).ok()) return Exists("branch", a);
+    }
     if (!st.ok()) return Fail(cmd, st.ToString());
     std::printf("created branch %s of %s%s\n", a.name.c_str(), a.repo_id.c_str(),
                 a.revision.empty() ? "" : (" at " + a.revision).c_str());
@@ -63,8 +77,8 @@ int Run(const std::string& what, const RepoArgs& a, hubload::cli::Global& g) {
     o.repo_type = *type;
     o.revision = a.revision;
     o.message = a.message;
-    o.exist_ok = a.exist_ok;
     hubload::Status st = client.CreateTag(a.repo_id, a.name, o);
+    if (a.exist_ok && st.Is(hubload::reason::kRefExists)) return Exists("tag", a);
     if (!st.ok()) return Fail(cmd, st.ToString());
     std::printf("created tag %s of %s at %s\n", a.name.c_str(), a.repo_id.c_str(),
                 a.revision.empty() ? "main" : a.revision.c_str());
@@ -85,7 +99,7 @@ int Run(const std::string& what, const RepoArgs& a, hubload::cli::Global& g) {
         out["branches"] = RefsJson(refs->branches);
         out["pull_requests"] = RefsJson(refs->pull_requests);
       }
-      std::printf("%s\n", out.dump(2).c_str());
+      std::printf("%s\n", hubload::util::DumpJson(out, 2).c_str());
       return 0;
     }
     if (what == "refs") PrintRefs("branch", refs->branches);
@@ -101,7 +115,7 @@ int Run(const std::string& what, const RepoArgs& a, hubload::cli::Global& g) {
       for (auto& c : *commits)
         arr.push_back({{"commit_id", c.commit_id}, {"title", c.title}, {"message", c.message},
                        {"authors", c.authors}, {"created_at", c.created_at}});
-      std::printf("%s\n", arr.dump(2).c_str());
+      std::printf("%s\n", hubload::util::DumpJson(arr, 2).c_str());
       return 0;
     }
     for (auto& c : *commits) std::printf("%s %s %s\n", c.commit_id.c_str(), c.created_at.c_str(), c.title.c_str());
@@ -114,7 +128,9 @@ hubload::cli::Command reg{"repo", [](CLI::App& app, hubload::cli::Global& g) {
   auto* sub = app.add_subcommand("repo", "Branches, tags, refs and commits of a Hub repo (as `hf repo`)");
   sub->require_subcommand(1);
   auto a = std::make_shared<RepoArgs>();
-  auto repo_arg = [&](CLI::App* c) { c->add_option("repo_id", a->repo_id, "repo id (org/name)")->required(); };
+  auto repo_arg = [&](CLI::App* c) {
+    c->add_option("repo_id", a->repo_id, "repo id (org/name) or hf://[datasets/|spaces/]org/name[@rev]")->required();
+  };
 
   auto* branch = sub->add_subcommand("branch", "Create or delete a branch");
   branch->require_subcommand(1);
@@ -159,14 +175,31 @@ hubload::cli::Command reg{"repo", [](CLI::App& app, hubload::cli::Global& g) {
   commits->add_flag("--json", a->as_json, "machine-readable output");
   AddType(commits, a.get());
 
+  // REPO_ID may be an hf:// URI: its type, and its revision where the command takes one.
+  auto apply_uri = [a](CLI::App* leaf, const std::string& what) -> int {
+    const CLI::Option* rev = leaf->get_option_no_throw("--revision");
+    if (int rc = hubload::cli::ApplyRepoArg("repo " + what, &a->repo_id, &a->repo_type,
+                                            leaf->get_option("--repo-type")->count() > 0, &a->revision,
+                                            rev && rev->count() > 0, nullptr);
+        rc != 0)
+      return rc;
+    if (!rev && !a->revision.empty()) {
+      std::fprintf(stderr, "hubload repo %s: takes no revision (drop the '@%s' of the repo id)\n", what.c_str(),
+                   a->revision.c_str());
+      return 2;
+    }
+    return 0;
+  };
   return [=, &g]() -> int {
-    if (bc->parsed()) return Run("branch create", *a, g);
-    if (bd->parsed()) return Run("branch delete", *a, g);
-    if (tc->parsed()) return Run("tag create", *a, g);
-    if (td->parsed()) return Run("tag delete", *a, g);
-    if (tl->parsed()) return Run("tag list", *a, g);
-    if (refs->parsed()) return Run("refs", *a, g);
-    if (commits->parsed()) return Run("commits", *a, g);
+    const std::pair<CLI::App*, const char*> leaves[] = {{bc, "branch create"}, {bd, "branch delete"},
+                                                        {tc, "tag create"},    {td, "tag delete"},
+                                                        {tl, "tag list"},      {refs, "refs"},
+                                                        {commits, "commits"}};
+    for (auto& [leaf, what] : leaves)
+      if (leaf->parsed()) {
+        if (int rc = apply_uri(leaf, what); rc != 0) return rc;
+        return Run(what, *a, g);
+      }
     return 2;
   };
 }};

@@ -17,6 +17,7 @@
 #include "hubload/torch_loader.h"
 #include "loader/pipeline/plan.h"
 #include "tools/hubload/cli.h"
+#include "tools/hubload/progress_bar.h"
 
 namespace {
 
@@ -85,6 +86,7 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
   auto* sub = app.add_subcommand("reshard", hubload::cli::TorchCommandHelp("reshard"));
   struct Args {
     std::string src, out, max_shard_size = "10GB", variant, dtype = "auto", weights_name, src_variant, subfolder;
+    bool quiet = false;
   };
   auto a = std::make_shared<Args>();
   sub->add_option("src", a->src, "checkpoint folder, .safetensors or .bin file, or a .safetensors/.bin index")->required();
@@ -107,6 +109,7 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
                   "file stem: model or diffusion_pytorch_model (default: the source's, else model)");
   sub->add_option("--src-variant", a->src_variant, "variant of the source weights");
   sub->add_option("--subfolder", a->subfolder, "folder inside SRC holding the model");
+  sub->add_flag("-q,--quiet", a->quiet, "no progress output");
   return [a]() -> int {
     auto d = hubload::ParseTargetDtype(a->dtype);
     if (!d.ok()) return hubload::cli::Fail("reshard", d.status().message());
@@ -140,7 +143,18 @@ hubload::cli::Command reg{"reshard", [](CLI::App& app, hubload::cli::Global&) {
                                                             : hubload::safetensors::Dtype::BF16;
       opts.convert = ConvertWithTorch;
     }
+    // Progress on a terminal (progress_bar.h): tensor bytes written of the total, per output shard.
+    std::unique_ptr<hubload::cli::ProgressBar> bar;
+    if (hubload::cli::ProgressWanted(a->quiet)) {
+      bar = std::make_unique<hubload::cli::ProgressBar>();
+      opts.on_progress = [b = bar.get()](const hubload::ReshardProgress& p) {
+        const bool edge = p.file_bytes_done == 0 || p.file_bytes_done == p.file_bytes_total;
+        b->Update(p.file, p.file_bytes_done, p.file_bytes_total, p.bytes_done, p.bytes_total,
+                  "shards " + std::to_string(p.files_done) + "/" + std::to_string(p.files_total), edge);
+      };
+    }
     auto r = hubload::ReshardCheckpoint(source, a->out, opts);
+    if (bar) bar->Finish();
     if (!r.ok()) return hubload::cli::Fail("reshard", r.status().ToString());
     for (const auto& f : r->files) std::printf("wrote %s\n", f.c_str());
     if (!r->index_file.empty()) std::printf("wrote %s\n", r->index_file.c_str());

@@ -55,14 +55,14 @@ int RunServe(const ServeArgs& a) {
     auto p = SplitColon(f, 4);
     long long status = 0, count = 0, retry = -1;
     if (p.size() < 3 || !ToInt(p[1], &status) || !ToInt(p[2], &count) || (p.size() == 4 && !ToInt(p[3], &retry)))
-      return hubload::cli::Fail("serve", "--fault-status wants PATH_SUBSTRING:STATUS:COUNT[:RETRY_AFTER_S], got '" + f + "'");
+      return hubload::cli::UsageError("serve", "--fault-status wants PATH_SUBSTRING:STATUS:COUNT[:RETRY_AFTER_S], got '" + f + "'");
     opt.faults.SetStatusForNext(p[0], static_cast<int>(status), static_cast<int>(count), static_cast<int>(retry));
   }
   for (auto& f : a.fault_drop) {
     auto p = SplitColon(f, 3);
     long long bytes = 0, count = 0;
     if (p.size() != 3 || !ToInt(p[1], &bytes) || !ToInt(p[2], &count) || bytes < 0)
-      return hubload::cli::Fail("serve", "--fault-drop wants PATH_SUBSTRING:BYTES:COUNT, got '" + f + "'");
+      return hubload::cli::UsageError("serve", "--fault-drop wants PATH_SUBSTRING:BYTES:COUNT, got '" + f + "'");
     opt.faults.SetDropAfterBytes(p[0], static_cast<uint64_t>(bytes), static_cast<int>(count));
   }
   for (auto& f : a.fault_stall) {
@@ -70,7 +70,7 @@ int RunServe(const ServeArgs& a) {
     long long bytes = 0, ms = 0, count = 0;
     if (p.size() != 4 || !ToInt(p[1], &bytes) || !ToInt(p[2], &ms) || !ToInt(p[3], &count) || bytes < 0 || ms < 0 ||
         ms > 86400000)
-      return hubload::cli::Fail("serve", "--fault-stall wants PATH_SUBSTRING:BYTES:MS:COUNT, got '" + f + "'");
+      return hubload::cli::UsageError("serve", "--fault-stall wants PATH_SUBSTRING:BYTES:MS:COUNT, got '" + f + "'");
     opt.faults.SetStallAfterBytes(p[0], static_cast<uint64_t>(bytes), static_cast<int>(ms), static_cast<int>(count));
   }
   for (auto& f : a.fault_replace) {
@@ -78,7 +78,7 @@ int RunServe(const ServeArgs& a) {
     auto p = SplitColon(f, 4);
     long long n = 0;
     if (p.size() != 4 || !ToInt(p[3], &n))
-      return hubload::cli::Fail("serve", "--fault-replace wants REPO_ID:PATH_IN_REPO:LOCAL_FILE:AFTER_N, got '" + f + "'");
+      return hubload::cli::UsageError("serve", "--fault-replace wants REPO_ID:PATH_IN_REPO:LOCAL_FILE:AFTER_N, got '" + f + "'");
     std::ifstream in(p[2], std::ios::binary);
     if (!in) return hubload::cli::Fail("serve", "--fault-replace: cannot read " + p[2]);
     std::ostringstream ss;
@@ -106,7 +106,7 @@ int RunServe(const ServeArgs& a) {
       }
     }
     if (!ok || (p[0] != "resolvers" && p[0] != "api" && p[0] != "cdn"))
-      return hubload::cli::Fail("serve", "--fault-rate-limit wants resolvers|api|cdn:QUOTA:WINDOW_S[:HINTS] with HINTS "
+      return hubload::cli::UsageError("serve", "--fault-rate-limit wants resolvers|api|cdn:QUOTA:WINDOW_S[:HINTS] with HINTS "
                                          "from ratelimit,retry-after,retry-after-date,none, got '" + f + "'");
     opt.faults.SetRateLimit(p[0], static_cast<int>(quota), static_cast<int>(window), hints);
   }
@@ -127,15 +127,15 @@ int RunServe(const ServeArgs& a) {
     }
     if (ok && p.size() == 5) ok = ToInt(p[4], &count);
     if (!ok)
-      return hubload::cli::Fail("serve", "--fault-redirect wants /FROM:/TO[:STATUS[:path|relative|absolute|"
+      return hubload::cli::UsageError("serve", "--fault-redirect wants /FROM:/TO[:STATUS[:path|relative|absolute|"
                                          "protocol-relative[:COUNT]]], got '" + f + "'");
     opt.faults.SetRedirect(p[0], p[1], static_cast<int>(status), form, static_cast<int>(count));
   }
-  if (a.url_ttl_s < 0) return hubload::cli::Fail("serve", "--fault-url-ttl must be >= 0");
+  if (a.url_ttl_s < 0) return hubload::cli::UsageError("serve", "--fault-url-ttl must be >= 0");
   opt.faults.SetSignedUrlTtl(a.url_ttl_s);
   opt.faults.SetSignedUrlByteBudget(a.url_bytes);
   if (!a.path_prefix.empty() && a.path_prefix[0] != '/')
-    return hubload::cli::Fail("serve", "--path-prefix must start with '/', got '" + a.path_prefix + "'");
+    return hubload::cli::UsageError("serve", "--path-prefix must start with '/', got '" + a.path_prefix + "'");
   opt.faults.SetPathPrefix(a.path_prefix);
   opt.faults.SetLatencyMs(a.latency_ms);
   opt.faults.SetBandwidthBytesPerSec(a.bandwidth);
@@ -167,7 +167,10 @@ hubload::cli::Command reg{"serve", [](CLI::App& app, hubload::cli::Global&) {
   auto* sub = app.add_subcommand("serve", "Serve a store (Hugging Face cache layout) as a Hub-compatible HTTP server");
   sub->add_option("root", a->root, "store root folder (cache layout: models--org--name/...)")->required();
   sub->add_option("--host", a->opt.host, "listen address of both listeners (e.g. 0.0.0.0)")->capture_default_str();
-  sub->add_option("--port", a->opt.port, "hub port (0 = any free port)")->capture_default_str();
+  sub->add_option("--port", a->opt.port, "hub port (0 = any free port)")
+      ->capture_default_str()
+      ->check(hubload::cli::NonNegativeCheck())
+      ->check(CLI::Range(0, 65535));
   sub->add_option("--public-url", a->opt.public_url,
                   "base of the URLs handed out (behind a proxy or Service); default: the Host the client used");
   sub->add_option("--cdn-host", a->opt.cdn_host,
@@ -180,15 +183,25 @@ hubload::cli::Command reg{"serve", [](CLI::App& app, hubload::cli::Global&) {
   sub->add_option("--token", a->tokens, "accepted bearer token (repeatable; none = any token accepted)");
   sub->add_flag("--read-only", a->opt.read_only, "mirror mode: refuse every write");
   sub->add_option("--access-log", a->opt.access_log, "append one JSON line per request to FILE");
-  sub->add_option("--threads", a->opt.threads, "accept threads")->capture_default_str();
-  sub->add_option("--lfs-threshold", a->opt.lfs_threshold_bytes, "size (bytes) from which uploads are LFS")
-      ->capture_default_str();
+  // Sizes and bandwidths in the one size grammar (hubload/size.h: 10MB = 10^7, 10MiB = 10*2^20, plain bytes).
+  using hubload::cli::NonNegativeCheck;
+  using hubload::cli::PositiveCheck;
+  using hubload::cli::SizeToBytes;
+  sub->add_option("--threads", a->opt.threads, "accept threads (>= 1)")->capture_default_str()->check(PositiveCheck());
+  sub->add_option("--lfs-threshold", a->opt.lfs_threshold_bytes, "size from which uploads are LFS (e.g. 10MB)")
+      ->capture_default_str()
+      ->transform(SizeToBytes());
   sub->add_option("--multipart-chunk-size", a->opt.multipart_chunk_size,
-                  "LFS objects larger than this (bytes) upload in parts of this size")
-      ->capture_default_str();
-  sub->add_option("--tree-page-size", a->opt.tree_page_size, "tree API entries per page")->capture_default_str();
-  sub->add_option("--signed-url-ttl", a->opt.signed_url_ttl_s, "lifetime of signed CDN/upload URLs (s)")
-      ->capture_default_str();
+                  "LFS objects larger than this size upload in parts of this size (e.g. 8MiB; >= 1 byte)")
+      ->capture_default_str()
+      ->transform(SizeToBytes())
+      ->check(PositiveCheck());
+  sub->add_option("--tree-page-size", a->opt.tree_page_size, "tree API entries per page (>= 1)")
+      ->capture_default_str()
+      ->check(PositiveCheck());
+  sub->add_option("--signed-url-ttl", a->opt.signed_url_ttl_s, "lifetime of signed CDN/upload URLs (s, >= 1)")
+      ->capture_default_str()
+      ->check(PositiveCheck());
   sub->add_option("--fault-status", a->fault_status,
                   "PATH_SUBSTRING:STATUS:COUNT[:RETRY_AFTER_S] answer the next COUNT matching requests with STATUS");
   sub->add_option("--fault-drop", a->fault_drop,
@@ -196,10 +209,15 @@ hubload::cli::Command reg{"serve", [](CLI::App& app, hubload::cli::Global&) {
   sub->add_option("--fault-stall", a->fault_stall,
                   "PATH_SUBSTRING:BYTES:MS:COUNT after BYTES body bytes send nothing for MS ms (connection kept "
                   "open), next COUNT responses");
-  sub->add_option("--fault-latency-ms", a->latency_ms, "sleep before answering every request");
-  sub->add_option("--fault-bandwidth", a->bandwidth, "per-connection body throughput cap (bytes/s)");
+  sub->add_option("--fault-latency-ms", a->latency_ms, "sleep before answering every request (ms, >= 0)")
+      ->check(NonNegativeCheck());
+  sub->add_option("--fault-bandwidth", a->bandwidth,
+                  "per-connection body throughput cap in bytes per second, e.g. 150MB (0 = none)")
+      ->transform(SizeToBytes());
   sub->add_option("--fault-total-bandwidth", a->total_bandwidth,
-                  "cap on the sum of all connections' body throughput (bytes/s): one shared link");
+                  "cap on the sum of all connections' body throughput in bytes per second, e.g. 1GB (0 = none): one "
+                  "shared link")
+      ->transform(SizeToBytes());
   sub->add_flag("--fault-ignore-range", a->ignore_range, "ignore Range (200 with the full body)");
   sub->add_flag("--fault-strip-length", a->strip_length,
                 "send neither Content-Length nor Content-Range (close-delimited bodies)");
@@ -209,9 +227,12 @@ hubload::cli::Command reg{"serve", [](CLI::App& app, hubload::cli::Global&) {
   sub->add_option("--fault-redirect", a->fault_redirect,
                   "/FROM:/TO[:STATUS[:FORM[:COUNT]]] redirect paths starting with /FROM to /TO (STATUS 307; FORM "
                   "path|relative|absolute|protocol-relative)");
-  sub->add_option("--fault-url-ttl", a->url_ttl_s, "signed CDN/upload URLs expire after SECONDS (0 = --signed-url-ttl)");
+  sub->add_option("--fault-url-ttl", a->url_ttl_s, "signed CDN/upload URLs expire after SECONDS (0 = --signed-url-ttl)")
+      ->check(NonNegativeCheck());
   sub->add_option("--fault-url-bytes", a->url_bytes,
-                  "each signed CDN URL serves at most BYTES in all, then answers 403 'Request has expired'");
+                  "each signed CDN URL serves at most SIZE in all (e.g. 1MiB; 0 = no limit), then answers 403 "
+                  "'Request has expired'")
+      ->transform(SizeToBytes());
   sub->add_option("--fault-replace", a->fault_replace,
                   "REPO_ID:PATH_IN_REPO:LOCAL_FILE:AFTER_N commit LOCAL_FILE as PATH_IN_REPO after N requests to it");
   return [a]() { return RunServe(*a); };

@@ -3,6 +3,7 @@
 
 #include "hubload/server.h"
 #include "tools/hubload/cli.h"
+#include "tools/hubload/hf_uri.h"
 
 namespace {
 
@@ -19,7 +20,8 @@ hubload::cli::Command reg{"store", [](CLI::App& app, hubload::cli::Global&) {
   sub->require_subcommand(1);
   auto* add = sub->add_subcommand("add", "Create (or add a commit to) a repo from a plain folder; prints the commit id");
   add->add_option("root", a->root, "store root folder")->required();
-  add->add_option("repo_id", a->repo_id, "repo id, e.g. org/name")->required();
+  add->add_option("repo_id", a->repo_id, "repo id (org/name) or hf://[datasets/|spaces/]org/name[@branch]")
+      ->required();
   add->add_option("folder", a->folder, "folder whose files become the repo tree")->required();
   add->add_option("--repo-type", a->repo_type, "model|dataset|space")->capture_default_str();
   add->add_option("--revision", a->opt.branch, "branch to commit to")->capture_default_str();
@@ -28,9 +30,15 @@ hubload::cli::Command reg{"store", [](CLI::App& app, hubload::cli::Global&) {
   add->add_flag("--gated", a->gated, "make the repo gated (auto)");
   add->add_option("--read-token", a->opt.read_tokens, "token allowed to read the private repo (repeatable)");
   add->add_option("--gated-token", a->opt.gated_tokens, "token approved for the gated repo (repeatable)");
-  add->add_option("--lfs-threshold", a->opt.lfs_threshold_bytes, "files of at least this size (bytes) are LFS")
-      ->capture_default_str();
-  return [a]() {
+  add->add_option("--lfs-threshold", a->opt.lfs_threshold_bytes, "files of at least this size are LFS (e.g. 10MB)")
+      ->capture_default_str()
+      ->transform(hubload::cli::SizeToBytes());
+  return [a, add]() {
+    if (int rc = hubload::cli::ApplyRepoArg("store add", &a->repo_id, &a->repo_type,
+                                            add->get_option("--repo-type")->count() > 0, &a->opt.branch,
+                                            add->get_option("--revision")->count() > 0, nullptr);
+        rc != 0)
+      return rc;
     if (a->gated) a->opt.gated = "auto";
     auto type = hubload::ParseRepoType(a->repo_type);
     if (!type.ok()) return hubload::cli::Fail("store add", type.status().message());

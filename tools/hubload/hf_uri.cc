@@ -140,4 +140,21 @@ int ApplyRepoArg(const std::string& command, std::string* repo_arg, std::string*
   return 0;
 }
 
+int ApplyRepoArgAsSubfolder(const std::string& command, std::string* repo_arg, std::string* repo_type,
+                            bool repo_type_set, std::string* revision, bool revision_set, std::string* subfolder,
+                            bool subfolder_set) {
+  const std::string given = *repo_arg;
+  std::vector<std::string> paths;
+  if (int rc = ApplyRepoArg(command, repo_arg, repo_type, repo_type_set, revision, revision_set, &paths); rc != 0)
+    return rc;
+  if (paths.empty()) return 0;
+  if (subfolder_set && *subfolder != paths[0]) {
+    std::fprintf(stderr, "hubload %s: --subfolder %s contradicts '%s'\n", command.c_str(), subfolder->c_str(),
+                 given.c_str());
+    return 2;
+  }
+  *subfolder = paths[0];
+  return 0;
+}
+
 }  // namespace hubload::cli

@@ -54,4 +54,12 @@ Result<RepoRef> ParseRepoRef(std::string_view text);
 int ApplyRepoArg(const std::string& command, std::string* repo_arg, std::string* repo_type, bool repo_type_set,
                  std::string* revision, bool revision_set, std::vector<std::string>* paths);
 
+/// ApplyRepoArg for a command that loads a model from a folder of the repo
+/// (load, load-distributed): the URI's path is that folder and becomes
+/// `*subfolder` ("hf://org/m/transformer" = org/m --subfolder transformer);
+/// a --subfolder naming another folder (`subfolder_set`) is a usage error.
+int ApplyRepoArgAsSubfolder(const std::string& command, std::string* repo_arg, std::string* repo_type,
+                            bool repo_type_set, std::string* revision, bool revision_set, std::string* subfolder,
+                            bool subfolder_set);
+
 }  // namespace hubload::cli

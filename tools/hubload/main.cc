@@ -1,7 +1,9 @@
 // main() of both CLI executables (tools/hubload/cli.h): `hubload` (torch-free;
 // HUBLOAD_CLI_TORCH undefined) and `hubload-torch` (HUBLOAD_CLI_TORCH=1).
-// Before CLI11 parses anything, the command word is found: an unknown one is
-// a usage error naming it (exit 2); in `hubload`, a command of hubload-torch
+// Before CLI11 parses anything, the command word is found: an unknown one, an
+// unknown option before it (a mistyped global option) or an unknown nested
+// command word (`cache lss`) is a usage error naming it (exit 2); in `hubload`,
+// a command of hubload-torch
 // (cli::TorchCommands(), or download/load with --distributed) replaces the
 // process with hubload-torch and the same argv, so LibTorch is mapped only by
 // the commands that use it.
@@ -17,25 +19,133 @@
 #include <vector>
 
 #include "tools/hubload/cli.h"
+#include "tools/hubload/guard.h"
 
 namespace {
 
 // Global options that take a value (they may come before the command name).
 bool TakesValue(const std::string& a) { return a == "--endpoint" || a == "--token" || a == "--cache-dir"; }
 
+// Options allowed before the command name: the global ones, --version and --help.
+bool IsLeadingOption(const std::string& a) {
+  const std::string name = a.substr(0, a.find('='));
+  return TakesValue(name) || a == "--version" || a == "--help" || a == "-h";
+}
+
 // Index in `args` of the command name: the first argument that is neither an
-// option nor the value of a global option; -1 when there is none.
-int CommandIndex(const std::vector<std::string>& args) {
+// option nor the value of a global option; -1 when there is none. An option
+// before it that is not a global one (a typo such as --endpont) is returned
+// in `*unknown`: its value would otherwise be taken for the command.
+int CommandIndex(const std::vector<std::string>& args, std::string* unknown) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") return -1;
     if (!a.empty() && a[0] == '-') {
+      if (!IsLeadingOption(a) && unknown->empty()) *unknown = a.substr(0, a.find('='));
       if (TakesValue(a)) ++i;
       continue;
     }
     return static_cast<int>(i);
   }
   return -1;
+}
+
+// Commands that neither lock the cache nor talk to a Hub: a bad HF_HUB_*_TIMEOUT
+// or HUBLOAD_LOCK_MODE is no usage error for them (nor for --version and --help).
+bool IgnoresClientEnvironment(const std::string& command) {
+  for (const char* c : {"inspect", "serve", "store", "env", "demo-model", "reshard"})
+    if (command == c) return true;
+  return false;
+}
+
+// For a command with subcommands (`cache`, `repo`, `repo branch`, ...): the
+// first word after it that is not an option or an option's value must name one
+// of them; returns the message naming the unknown word, else "".
+std::string UnknownSubcommand(CLI::App& app, const std::vector<std::string>& args, int cmd_at) {
+  CLI::App* cur = nullptr;
+  for (CLI::App* s : app.get_subcommands({}))
+    if (s->check_name(args[cmd_at])) cur = s;
+  std::string path = args[cmd_at];
+  for (size_t i = cmd_at + 1; cur && i < args.size(); ++i) {
+    std::vector<CLI::App*> subs = cur->get_subcommands({});
+    if (subs.empty()) break;
+    const std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() > 1 && a[0] == '-') {
+      if (a.find('=') != std::string::npos) continue;
+      const CLI::Option* o = cur->get_option_no_throw(a);
+      if (!o) o = app.get_option_no_throw(a);
+      if (o && o->get_items_expected_max() > 0) ++i;
+      continue;
+    }
+    CLI::App* next = nullptr;
+    std::string names;
+    for (CLI::App* s : subs) {
+      if (s->check_name(a)) next = s;
+      names += (names.empty() ? "" : ", ") + s->get_name();
+    }
+    if (!next)
+      return "unknown command '" + path + " " + a + "' (the commands of 'hubload " + path + "' are " + names +
+             "); see hubload " + path + " --help";
+    cur = next;
+    path += " " + a;
+  }
+  return "";
+}
+
+// The parsed command path below `app` ("cache rm"; "" when none was parsed).
+std::string CommandPath(const CLI::App& app, std::vector<const CLI::App*>* chain) {
+  std::string path;
+  const CLI::App* at = &app;
+  chain->push_back(at);
+  for (bool found = true; found;) {
+    found = false;
+    for (const CLI::App* sub : at->get_subcommands()) {
+      path += (path.empty() ? "" : " ") + sub->get_name();
+      chain->push_back(sub);
+      at = sub;
+      found = true;
+      break;
+    }
+  }
+  return path;
+}
+
+// A parse error as "hubload COMMAND: message" on stderr (exit 2). CLI11 2.1
+// lists unexpected arguments reversed; they are listed here in the order given.
+int UsageError(const CLI::App& app, const CLI::ParseError& e) {
+  std::vector<const CLI::App*> chain;
+  const std::string path = CommandPath(app, &chain);
+  std::string message = e.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    for (const CLI::App* a : chain) {
+      std::vector<std::string> extra = a->remaining(false);
+      if (extra.empty()) continue;
+      message = extra.size() > 1 ? "the following arguments were not expected:" : "this argument was not expected:";
+      for (const auto& x : extra) message += " " + x;
+      break;
+    }
+  }
+  std::fprintf(stderr, "hubload%s%s: %s\nRun with --help for more information.\n", path.empty() ? "" : " ",
+               path.c_str(), message.c_str());
+  return 2;
+}
+
+// Every command's --help ends with the global options (they are accepted
+// before or after the command name but belong to the top level in CLI11),
+// less those the command defines itself (serve --token).
+void AddGlobalsFooter(CLI::App& app, const std::vector<const CLI::Option*>& globals) {
+  for (CLI::App* sub : app.get_subcommands({})) {
+    std::string footer = "Global options (before or after the command name):";
+    for (const CLI::Option* o : globals) {
+      if (sub->get_option_no_throw(o->get_name()) != nullptr) continue;
+      char line[512];
+      std::snprintf(line, sizeof line, "\n  %-12s %s", o->get_name().c_str(), o->get_description().c_str());
+      footer += line;
+    }
+    sub->footer(footer);
+    AddGlobalsFooter(*sub, globals);
+  }
 }
 
 }  // namespace
@@ -58,7 +168,13 @@ int main(int argc, char** argv) {
       ++it;
     }
   }
-  const int cmd_at = CommandIndex(args);
+  std::string unknown_option;
+  const int cmd_at = CommandIndex(args, &unknown_option);
+  if (!unknown_option.empty()) {
+    std::fprintf(stderr, "hubload: unknown option '%s' before the command; see hubload --help\n",
+                 unknown_option.c_str());
+    return 2;
+  }
   if (distributed) {
     if (cmd_at < 0 || (args[cmd_at] != "download" && args[cmd_at] != "load")) {
       std::fprintf(stderr, "hubload: --distributed applies to the download and load subcommands only\n");
@@ -74,21 +190,17 @@ int main(int argc, char** argv) {
 
   // Warnings and logs go to stderr: stdout carries results (paths, --json), as `hf download` does.
   spdlog::set_default_logger(spdlog::stderr_color_mt("hubload"));
-  CLI::App app{"hubload: fetch models from the Hugging Face Hub and load them"};
+  CLI::App app{"hubload: fetch models from the Hugging Face Hub and load them", "hubload"};
   app.require_subcommand(1);
   // Global options also after the command name (inherited by every subcommand added below).
   app.fallthrough();
   app.set_version_flag("--version", std::string("hubload ") + HUBLOAD_VERSION);
   Global g;
-  g.config = hubload::HubConfig::FromEnvironment();
-  if (std::string bad = ReadEnvironment(&g); !bad.empty()) {
-    std::fprintf(stderr, "hubload: %s\n", bad.c_str());
-    return 2;
-  }
+  const std::string bad_environment = ReadEnvironment(&g);  // a usage error once a command needs it (below)
   app.add_option("--endpoint", g.config.endpoint, "Hub endpoint (default $HF_ENDPOINT, else https://huggingface.co)");
   // The token's value is never echoed back by --help (no default shown).
   app.add_option("--token", g.config.token, "Hub token (default $HF_TOKEN, else the token file under $HF_HOME)");
-  app.add_option("--cache-dir", g.config.cache_dir,
+  CLI::Option* cache_dir_opt = app.add_option("--cache-dir", g.config.cache_dir,
                  "cache folder (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub)")
       ->capture_default_str();
 
@@ -117,17 +229,29 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hubload: unknown command '%s'; see hubload --help\n", command.c_str());
     return 2;
   }
+  if (!command.empty())
+    if (std::string bad = UnknownSubcommand(app, args, cmd_at); !bad.empty()) {
+      std::fprintf(stderr, "hubload: %s\n", bad.c_str());
+      return 2;
+    }
+
+  AddGlobalsFooter(app, {app.get_option("--endpoint"), app.get_option("--token"), cache_dir_opt});
 
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments reversed
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    return UsageError(app, e);
+  }
+  if (!bad_environment.empty() && !IgnoresClientEnvironment(command)) {
+    std::fprintf(stderr, "hubload: %s\n", bad_environment.c_str());
+    return 2;
   }
   while (!g.config.endpoint.empty() && g.config.endpoint.back() == '/') g.config.endpoint.pop_back();
+  g.cache_dir_given = cache_dir_opt->count() > 0;
   for (auto& [sub, action] : actions) {
-    if (sub->parsed()) return action();
+    if (sub->parsed()) return RunGuarded(sub->get_name(), action);
   }
   return 2;
 }
