@@ -200,6 +200,8 @@ struct LoadRequest {
   std::function<bool(const std::string& tensor_name)> filter;
   /// Fill each TensorRecord's sha256 and sum (load.h).
   bool digests = false;
+  /// The index as the authority over its shards: PretrainedRequest::lenient_index.
+  bool lenient_index = false;
 };
 
 struct LoadResult {

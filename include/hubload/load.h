@@ -100,6 +100,14 @@ struct PretrainedRequest {
   /// preferred and `.bin` weights are read by the restricted pickle reader
   /// (pickle.h) on the CPU paths, as `use_safetensors=None`.
   bool require_safetensors = false;
+  /// How a sharded checkpoint's index rules over its shards (field failure
+  /// B49). false (default, stricter than transformers): a shard holding a
+  /// tensor the index does not map to it fails the load (IndexTensorUnlisted,
+  /// IndexTensorInOtherShard, naming shard and tensor). true: the mapped shard
+  /// wins; the other tensors of a shard (stale or unindexed copies) are not
+  /// loaded and are named in one warning per shard. Both: a tensor the index
+  /// maps to a shard that lacks it fails (IndexTensorMissing).
+  bool lenient_index = false;
   /// dtype, keep_in_fp32 modules, force_copy.
   LoadOptions load;
   /// Target device. The CPU functions (pipeline.h) load to "cpu" (or "")

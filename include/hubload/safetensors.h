@@ -291,6 +291,17 @@ Status CheckShardAgainstIndex(const Index& index, std::string_view shard_name,
 Status CheckShardNamesAgainstIndex(const Index& index, std::string_view shard_name,
                                    std::span<const std::string_view> names);
 
+/// The lenient form of CheckShardNamesAgainstIndex (the index is the
+/// authority, field failure B49; PretrainedRequest::lenient_index): the
+/// names of the shard's tensors that the index does not map to this shard
+/// (not in weight_map, or mapped to another shard), in file order, for the
+/// caller to skip and name in a warning; empty when the shard agrees. Still
+/// errors, as CheckShardNamesAgainstIndex: a tensor the index maps here that
+/// the shard lacks (IndexTensorMissing), a shard the index does not name.
+/// Thread-safe (reads only).
+Result<std::vector<std::string>> ShardTensorsNotMappedHere(const Index& index, std::string_view shard_name,
+                                                            std::span<const std::string_view> names);
+
 /// One problem found by CheckIndexAgainstShards.
 struct IndexProblem {
   std::string reason;   // reason::kIndexTensorMissing, kIndexTensorUnlisted, kIndexTensorInOtherShard,

@@ -213,6 +213,13 @@ struct SaveOptions {
   /// Extra metadata: written into the index metadata when sharded, into each
   /// file's __metadata__ when not (huggingface_hub save_torch_state_dict).
   std::map<std::string, std::string> metadata;
+  /// Declared ties, alias name -> target name (transformers' tied weights,
+  /// e.g. {"lm_head.weight": "embed_tokens.weight"}). A tied pair that is one
+  /// storage keeps the target's name; a pair in two storages with equal dtype,
+  /// shape and values is saved once, as the target; one whose values differ
+  /// is saved twice with a warning (never dropped). Names absent from the
+  /// state dict are ignored.
+  std::map<std::string, std::string> tied;
 };
 
 /// What SaveSharded wrote.
@@ -223,14 +230,21 @@ struct SaveResult {
   /// Dropped alias name -> kept name (tensors sharing storage are stored once).
   std::map<std::string, std::string> aliases;
   std::vector<std::string> removed_stale;  // basenames of stale files deleted
+  /// Also logged (spdlog warn): tensors sharing a storage without a declared
+  /// tie, declared ties whose tensors differ.
+  std::vector<std::string> warnings;
 };
 
 /// huggingface_hub `save_torch_state_dict` (safetensors path): tensors that are
-/// exact aliases of one storage are stored once (the alphabetically first name
-/// kept; the others recorded as `removed -> kept` in the index metadata, or in
+/// exact aliases of one storage are stored once (the tie target of
+/// options.tied, else the alphabetically first name with a warning; the
+/// others recorded as `removed -> kept` in the index metadata, or in
 /// __metadata__ when unsharded); partially overlapping views are refused
-/// (kInvalidArgument, reason SharedTensorOverlap). Split with SplitStateDict in
-/// state-dict order (storage bytes as sizes), names from ShardFilenamePattern,
+/// (kInvalidArgument, reason SharedTensorOverlap); views and channels-last
+/// tensors are written as their logical row-major bytes. Split with
+/// SplitStateDict in state-dict order, names from ShardFilenamePattern; sizes
+/// are the bytes written (stricter than huggingface_hub, which counts a view's
+/// whole storage: field failure B51), tensors of one storage in one shard;
 /// `{"format":"pt"}` metadata in every file, the index (IndexFilename; indent 2)
 /// only with more than one shard. `dir` is created if needed. Every file is
 /// written to a temp name and renamed; the index is written last. Then stale

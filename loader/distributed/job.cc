@@ -33,11 +33,18 @@ std::string S(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.e
 // Objects that must never be destroyed: a process group whose collective
 // failed may have worker threads blocked until the Gloo timeout; destroying it
 // would join them. Reachable from a global, so not a leak for LeakSanitizer.
-void Bury(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg) {
-  static auto* graveyard = new std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>>();
+// A broken group is never joined: its Gloo threads may still be sending from,
+// or receiving into, the chunk buffer of an abandoned broadcast, so the buffer
+// is kept with the group (a use-after-free otherwise, found by ASan).
+void Bury(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, std::unique_ptr<uint8_t[]> chunk_buffer) {
+  struct Grave {
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+    std::unique_ptr<uint8_t[]> buffer;
+  };
+  static auto* graveyard = new std::vector<Grave>();
   static std::mutex mu;
   std::lock_guard<std::mutex> l(mu);
-  graveyard->push_back(std::move(pg));
+  graveyard->push_back(Grave{std::move(pg), std::move(chunk_buffer)});
 }
 
 }  // namespace
@@ -293,8 +300,14 @@ class JobImpl {
         }
       }
     }
-    if (pg_ && (group_broken_ || !ok)) Bury(pg_);
+    if (pg_ && (group_broken_ || !ok)) Bury(pg_, std::move(chunk_buffer_));
     pg_.reset();
+  }
+
+  // The broadcast buffer (opt().chunk_bytes bytes), owned with the group.
+  uint8_t* ChunkBuffer() {
+    if (!chunk_buffer_) chunk_buffer_ = std::make_unique<uint8_t[]>(opt_.chunk_bytes);
+    return chunk_buffer_.get();
   }
 
   // Waits for one broadcast chunk. Failures name the file, chunk and root.
@@ -427,6 +440,7 @@ class JobImpl {
   DistEnv env_;
   std::string prefix_;
   c10::intrusive_ptr<c10d::TCPStore> store_, mon_store_;
+  std::unique_ptr<uint8_t[]> chunk_buffer_;  // declared first: outlives pg_ (or buried with it)
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   std::vector<int> leader_ranks_;
   int leader_index_ = -1;
@@ -465,6 +479,7 @@ std::string Job::Activity() { return impl_->Activity(); }
 void Job::CountChunk() { impl_->CountChunk(); }
 Status Job::Barrier(const std::string& name) { return impl_->Barrier(name); }
 void Job::Shutdown(bool ok) { impl_->Shutdown(ok); }
+uint8_t* Job::ChunkBuffer() { return impl_->ChunkBuffer(); }
 Status Job::Broadcast(uint8_t* data, uint64_t n, int root, const std::string& what) {
   return impl_->Broadcast(data, n, root, what);
 }

@@ -71,8 +71,12 @@ class Job {
   Status Barrier(const std::string& name);
   /// Ends the job (ok: clean shutdown; else the process group is never joined).
   void Shutdown(bool ok);
-  /// Leaders: broadcasts `n` bytes at `data` from leader `root` to every
-  /// leader (in place), within opt().timeout_s; failures name `what`.
+  /// The buffer broadcasts go through: opt().chunk_bytes bytes, owned by the
+  /// job and kept alive with a broken process group (an abandoned broadcast's
+  /// Gloo threads may still use it). Not thread-safe; leaders only.
+  uint8_t* ChunkBuffer();
+  /// Leaders: broadcasts `n` bytes at `data` (within ChunkBuffer()) from leader
+  /// `root` to every leader (in place), within opt().timeout_s; failures name `what`.
   Status Broadcast(uint8_t* data, uint64_t n, int root, const std::string& what);
 
  private:

@@ -85,6 +85,7 @@ PretrainedRequest PretrainedOf(const LoadRequest& r) {
   p.convention = r.resolve.convention;
   p.load = r.load;
   p.digests = r.digests;
+  p.lenient_index = r.lenient_index;
   return p;
 }
 

@@ -118,7 +118,6 @@ class Transfer {
       }
       downloader_ = std::thread([this, to_download] { Download(to_download); });
     }
-    buffer_.assign(job_.opt().chunk_bytes, 0);
     for (size_t i = 0; i < plan_.files.size(); ++i) {
       if (plan_.files[i].owner < 0) continue;
       HUBLOAD_RETURN_IF_ERROR(BroadcastFile(i));
@@ -260,7 +259,7 @@ class Transfer {
     const uint64_t n_chunks = (f.size + chunk - 1) / chunk;
     job_.SetActivity(root ? "sending " + f.path + " (" + std::to_string(f.size) + " bytes)"
                           : "receiving " + f.path + " from " + Rank(f.owner));
-    uint8_t* buf = buffer_.data();
+    uint8_t* buf = job_.ChunkBuffer();
     for (uint64_t c = 0; c < n_chunks; ++c) {
       const uint64_t off = c * chunk;
       const uint64_t n = std::min(chunk, f.size - off);
@@ -321,7 +320,6 @@ class Transfer {
   PrefetchReport* report_;
   RepoCache cache_;
   cache_internal::BlobStore store_;
-  std::vector<uint8_t> buffer_;
   std::thread downloader_;
   std::atomic<bool> cancel_{false};
   std::mutex mu_;

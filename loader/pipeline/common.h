@@ -2,9 +2,14 @@
 // fetch-and-load paths (pipeline.cc, device_pipeline.cc). Torch-free.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "hubload/safetensors.h"
 #include "hubload/status.h"
 
 namespace hubload::pipeline_internal {
@@ -31,6 +36,30 @@ inline Status WithContext(Status st, const std::string& repo_id, const std::stri
   if (c.revision.empty()) c.revision = revision;
   if (c.file.empty()) c.file = file;
   return st;
+}
+
+/// The index over the tensors of shard `file` (safetensors TensorInfo or
+/// pickle tensors: anything with a `.name`). Strict: any disagreement fails
+/// (safetensors::CheckShardNamesAgainstIndex). Lenient
+/// (PretrainedRequest::lenient_index, B49): the tensors the index does not
+/// map to this shard are erased from `tensors` and returned, file order.
+template <typename T>
+Result<std::vector<std::string>> ApplyIndexToShard(const safetensors::Index& index, const std::string& file,
+                                                   bool lenient, std::vector<T>* tensors) {
+  std::vector<std::string_view> names;
+  names.reserve(tensors->size());
+  for (const auto& t : *tensors) names.push_back(t.name);
+  if (!lenient) {
+    HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardNamesAgainstIndex(index, Basename(file), names));
+    return std::vector<std::string>{};
+  }
+  HUBLOAD_ASSIGN_OR_RETURN(std::vector<std::string> skipped,
+                           safetensors::ShardTensorsNotMappedHere(index, Basename(file), names));
+  if (skipped.empty()) return skipped;
+  const std::set<std::string> drop(skipped.begin(), skipped.end());
+  tensors->erase(std::remove_if(tensors->begin(), tensors->end(), [&](const T& t) { return drop.count(t.name) > 0; }),
+                 tensors->end());
+  return skipped;
 }
 
 }  // namespace hubload::pipeline_internal

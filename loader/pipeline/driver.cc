@@ -24,6 +24,7 @@
 #include "hubload/reasons.h"
 #include "loader/pipeline/common.h"
 #include "util/file_io.h"
+#include "util/text.h"
 #include "util/progress.h"
 
 namespace hubload::pipeline_internal {
@@ -163,6 +164,19 @@ class Driver {
   }
 
  private:
+  // The index over shard `file`'s tensors (ApplyIndexToShard); lenient, the
+  // tensors it does not map here are named in one warning.
+  template <typename T>
+  Status ApplyIndex(const std::string& file, std::vector<T>* tensors) {
+    HUBLOAD_ASSIGN_OR_RETURN(std::vector<std::string> skipped,
+                             ApplyIndexToShard(plan_.index, file, req_.lenient_index, tensors));
+    if (!skipped.empty())
+      info_->warnings.push_back(file + ": " + std::to_string(skipped.size()) +
+                                " tensor(s) the index does not map to this shard are not loaded (the index is the "
+                                "authority: lenient index): " + util::JoinCut(skipped));
+    return Status::Ok();
+  }
+
   Status Step(size_t i) {
     Progress& p = prog_[i];
     ShardData& sd = data_[i];
@@ -178,8 +192,7 @@ class Driver {
       }
       // The description only (the zip directory and data.pkl); nothing is executed.
       HUBLOAD_ASSIGN_OR_RETURN(sd.checkpoint_, pickle::ReadCheckpointFd(fd, avail, shard.file));
-      if (plan_.sharded)
-        HUBLOAD_RETURN_IF_ERROR(pickle::CheckShardAgainstIndex(plan_.index, Basename(shard.file), sd.checkpoint_));
+      if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(ApplyIndex(shard.file, &sd.checkpoint_.tensors));
       for (const auto& t : sd.checkpoint_.tensors) {
         TensorRecord r;
         r.name = t.name;
@@ -215,13 +228,13 @@ class Driver {
       std::vector<uint8_t> head(need);
       HUBLOAD_RETURN_IF_ERROR(PreadAll(fd, 0, head.data(), need, label));
       HUBLOAD_ASSIGN_OR_RETURN(safetensors::Header h, safetensors::ParseHeader(head.data(), head.size(), size, label));
+      if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(ApplyIndex(shard.file, &h.tensors));
       if (shard.header && !SameHeader(*shard.header, h))
         return Status(Code::kInvalidFormat,
                       "the header of '" + shard.file + "' differs from the one read before downloading (" +
                           std::to_string(shard.header->tensors.size()) + " tensors planned, " +
                           std::to_string(h.tensors.size()) + " in the file); the file changed during the load",
                       "HeaderChanged");
-      if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(plan_.index, Basename(shard.file), h));
       sd.header_ = std::move(h);
       if (!plan_.sharded) AddAliasTargets(sd.header_.metadata);
       for (const auto& t : sd.header_.tensors) p.records.push_back(RecordOf(shard.file, t));

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "hubload/reasons.h"
+#include "loader/pipeline/common.h"
 
 namespace hubload::pipeline_internal {
 namespace {
@@ -301,7 +302,10 @@ Status ReadShardHeaders(const HubClient* client, const PretrainedRequest& req, c
       HUBLOAD_ASSIGN_OR_RETURN(s.header, safetensors::ParseHeader(reinterpret_cast<const uint8_t*>(prefix.data()),
                                                                   prefix.size(), s.size, label));
     }
-    if (plan->sharded) HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardAgainstIndex(plan->index, BaseName(s.file), *s.header));
+    if (plan->sharded) {  // lenient: the plan holds the tensors that will load (the driver warns)
+      auto applied = ApplyIndexToShard(plan->index, s.file, req.lenient_index, &s.header->tensors);
+      if (!applied.ok()) return applied.status();
+    }
   }
   return Status::Ok();
 }

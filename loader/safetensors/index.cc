@@ -212,6 +212,24 @@ Status CheckShardNamesAgainstIndex(const Index& index, std::string_view shard_na
   return Status(Code::kInvalidFormat, p[0].message, p[0].reason, std::move(ctx));
 }
 
+Result<std::vector<std::string>> ShardTensorsNotMappedHere(const Index& index, std::string_view shard_name,
+                                                            std::span<const std::string_view> names) {
+  std::string label(shard_name);
+  auto it = index.tensors_by_shard.find(label);
+  if (it == index.tensors_by_shard.end()) return CheckShardNamesAgainstIndex(index, shard_name, names);
+  std::vector<std::string> out;
+  for (IndexProblem& p : ShardProblems(index, label, it->second, names, SIZE_MAX)) {
+    if (p.reason == reason::kIndexTensorMissing) {
+      ErrorContext ctx;
+      ctx.file = label;
+      ctx.tensor = p.tensor;
+      return Status(Code::kInvalidFormat, p.message, p.reason, std::move(ctx));
+    }
+    out.push_back(std::move(p.tensor));
+  }
+  return out;
+}
+
 IndexCheck CheckIndexAgainstShards(const Index& index, const std::vector<ShardTensors>& shards) {
   IndexCheck out;
   // Tensor -> the shards that hold it, for "stored twice".

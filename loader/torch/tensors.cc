@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <spdlog/spdlog.h>
 #include <unordered_map>
 
 #include "hubload/reasons.h"
@@ -97,6 +98,69 @@ struct Prepared {
   Dtype dtype;
 };
 
+std::string Quoted(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out;
+}
+
+// The name kept for tensors that are one storage viewed identically: the tie
+// target SaveOptions::tied names for a member (B51 a), else the alphabetically
+// first name, with a warning (B51 b: no tie was declared).
+std::string KeptAliasName(const std::vector<std::string>& names, const std::map<std::string, std::string>& tied,
+                          std::vector<std::string>* warnings) {
+  std::string declared;
+  for (const auto& n : names) {
+    auto it = tied.find(n);
+    if (it != tied.end() && std::find(names.begin(), names.end(), it->second) != names.end() &&
+        (declared.empty() || it->second < declared))
+      declared = it->second;
+  }
+  if (!declared.empty()) return declared;
+  const std::string kept = *std::min_element(names.begin(), names.end());
+  std::vector<std::string> dropped;
+  for (const auto& n : names)
+    if (n != kept) dropped.push_back(n);
+  warnings->push_back("tensors " + Quoted(names) + " share one storage and no tie is declared (SaveOptions::tied): '" +
+                      kept + "' (the alphabetically first name) is saved and " + Quoted(dropped) +
+                      " recorded as aliases of it");
+  return kept;
+}
+
+// Declared ties between tensors in different storages (B51 d, e): equal dtype,
+// shape and values -> the alias is saved once, as its target; different ->
+// both are saved, with a warning (a tie that no longer holds is never dropped).
+Status ApplyDeclaredTies(const StateDict& state_dict, const std::map<std::string, std::string>& tied,
+                         SaveResult* result) {
+  std::map<std::string, const at::Tensor*> by_name;
+  for (const auto& [n, t] : state_dict) by_name[n] = &t;
+  for (const auto& [alias, target] : tied) {
+    auto a = by_name.find(alias);
+    auto t = by_name.find(target);
+    if (alias == target || a == by_name.end() || t == by_name.end() || result->aliases.count(alias)) continue;
+    std::string kept = target;
+    if (auto k = result->aliases.find(target); k != result->aliases.end()) kept = k->second;
+    if (kept == alias) continue;  // the tie is already the other way round
+    const at::Tensor& x = *a->second;
+    const at::Tensor& y = *t->second;
+    std::string differs;
+    if (x.scalar_type() != y.scalar_type()) {
+      differs = "dtypes differ";
+    } else if (x.sizes() != y.sizes()) {
+      differs = "shapes differ (" + internal::ShapeString(x.sizes()) + " vs " + internal::ShapeString(y.sizes()) + ")";
+    } else if (!at::equal(x.to(at::kCPU), y.to(at::kCPU))) {
+      differs = "values differ";
+    }
+    if (differs.empty()) {
+      result->aliases[alias] = kept;
+    } else {
+      result->warnings.push_back("tie '" + alias + "' -> '" + target + "' is declared but the tensors' " + differs +
+                                 ": both are saved");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& dir, const SaveOptions& options) {
@@ -173,21 +237,32 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
         }
       for (auto& cls : aliases) {
         if (cls.size() < 2) continue;
-        std::string kept = cls[0]->name;
-        for (View* v : cls) kept = std::min(kept, v->name);
-        for (View* v : cls)
-          if (v->name != kept) result.aliases[v->name] = kept;
+        std::vector<std::string> names;
+        for (View* v : cls) names.push_back(v->name);
+        const std::string kept = KeptAliasName(names, options.tied, &result.warnings);
+        for (const auto& n : names)
+          if (n != kept) result.aliases[n] = kept;
       }
+    }
+    HUBLOAD_RETURN_IF_ERROR(ApplyDeclaredTies(state_dict, options.tied, &result));
+    // Bytes written per storage: each kept view's own bytes (a row of a large
+    // storage counts as the row: B51); SplitStateDict sizes a storage group by
+    // its first entry, so every entry carries the group's sum.
+    std::unordered_map<uint64_t, uint64_t> group_bytes;
+    for (const auto& [name, t] : state_dict) {
+      auto sid = storage_of.find(name);
+      if (result.aliases.count(name) || sid == storage_of.end()) continue;
+      group_bytes[sid->second] += static_cast<uint64_t>(t.numel()) * t.element_size();
     }
     for (const auto& [name, t] : state_dict) {
       if (result.aliases.count(name)) continue;
-      at::Tensor c = t.to(at::kCPU).contiguous();
+      at::Tensor c = t.to(at::kCPU).contiguous();  // views and channels-last: logical row-major bytes
       SplitEntry e;
       e.name = name;
       auto sid = storage_of.find(name);
       if (sid != storage_of.end()) {
         e.storage_id = sid->second;
-        e.nbytes = t.storage().nbytes();  // huggingface_hub sizes the whole storage
+        e.nbytes = group_bytes[sid->second];
       } else {
         e.nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
       }
@@ -251,6 +326,7 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
   std::set<std::string> keep(result.files.begin(), result.files.end());
   if (!result.index_file.empty()) keep.insert(result.index_file);
   result.removed_stale = safetensors::internal::RemoveStaleShardFiles(dir, options.weights_name, options.variant, keep);
+  for (const auto& w : result.warnings) spdlog::warn("save to {}: {}", dir, w);
   return result;
 }
 

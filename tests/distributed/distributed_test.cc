@@ -683,6 +683,70 @@ TEST_F(DistributedHubDown, SilentHubLoadsTheCachedSnapshotWithOneWarning) {
   ExpectCachedLoad(silent.url(), {{"HF_HUB_ETAG_TIMEOUT", "1"}});
 }
 
+// ---- field failure B54: rank-0 prefetch details (two nodes of one rank) -------
+
+// (a) one cache shared by both nodes: each file leaves the server once, both
+// ranks name the same snapshot, the cache is complete. (e) the job's
+// collective timeout (--timeout 5) is shorter than the throttled download
+// (~1.6 MB at 200 kB/s): waiting ranks wait on the owner, not on a collective.
+TEST_F(DistributedJob, B54SharedCacheSlowDownloadOneGetPerFileNoTimeout) {
+  const std::string shared = caches_[0];
+  server_->faults().SetTotalBandwidthBytesPerSec(200000);
+  std::vector<std::string> args{"download-distributed", kRepo, "--chunk-bytes", "65536", "--timeout", "5",
+                                "--heartbeat-timeout", "20"};
+  auto rs = RunJob(args, server_->url(), {shared, shared}, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(rs[r].out, (fs::path(shared) / kRepoFolder / "snapshots" / commit_).string() + "\n");
+  auto sent = BytesPerFile(ReadLog(tmp_.path() / "access.log"), repo_);
+  for (const auto& [path, bytes] : repo_.files) EXPECT_EQ(sent[path], bytes.size()) << path << " bytes sent";
+  ExpectCompleteCache(shared, repo_, commit_);
+  ExpectNoBadFinalBlobs(shared, repo_);
+}
+
+// (d) a shard the Hub answers 500 for, persistently: every rank fails naming
+// the shard (not a collective timeout), nothing half-written is left.
+TEST_F(DistributedJob, B54PersistentServerErrorOnAShardFailsEveryRankNamingIt) {
+  const std::string shard = "model-00002-of-00004.safetensors";
+  server_->faults().SetStatusForNext(shard, 500, -1);
+  auto rs = RunJob({"download-distributed", kRepo, "--timeout", "90", "--heartbeat-timeout", "10"}, server_->url(),
+                   caches_, tmp_.path() / "logs", {}, 150, {}, /*world=*/2);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(rs[r].exit_code, 1) << Dump(rs);
+    EXPECT_NE(rs[r].err.find(shard), std::string::npos) << "rank " << r << ":\n" << rs[r].err;
+    EXPECT_EQ(rs[r].err.find("timed out"), std::string::npos) << "rank " << r << ":\n" << rs[r].err;
+  }
+  for (const auto& c : caches_) ExpectNoBadFinalBlobs(c, repo_);
+}
+
+// (f) node caches seeded with a snapshot that lacks a shard the index names:
+// the load fetches that shard (and only it) before any rank loads, and every
+// rank gets every tensor.
+TEST_F(DistributedJob, B54SnapshotMissingAShardIsCompletedBeforeTheLoad) {
+  const std::string missing = "model-00003-of-00004.safetensors";
+  auto seed = RunJob({"download-distributed", kRepo, "--exclude", "*00003-of-*", "--timeout", "90",
+                      "--heartbeat-timeout", "20"},
+                     server_->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(seed[r].exit_code, 0) << Dump(seed);
+  for (const auto& c : caches_)
+    ASSERT_FALSE(fs::exists(fs::path(c) / kRepoFolder / "snapshots" / commit_ / missing)) << c;
+  const size_t log_size = fs::file_size(tmp_.path() / "access.log");
+  std::string out = (tmp_.path() / "logs" / "seeded-{rank}.json").string();
+  auto rs = RunJob({"load-distributed", kRepo, "--json", out, "--timeout", "90", "--heartbeat-timeout", "20"},
+                   server_->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
+  auto sent = BytesPerFile(ReadLog(tmp_.path() / "access.log", log_size), repo_);
+  for (const auto& [path, bytes] : repo_.files)
+    EXPECT_EQ(sent[path], path == missing ? bytes.size() : 0u) << path << " bytes sent by the load";
+  for (int r = 0; r < 2; ++r) {
+    json j = json::parse(Slurp(tmp_.path() / "logs" / ("seeded-" + std::to_string(r) + ".json")), nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "rank " << r;
+    const json by_name = hubload::testing::TensorsByName(j);
+    ASSERT_EQ(by_name.size(), repo_.tensor_sha256.size()) << "rank " << r;
+    for (const auto& [name, sha] : repo_.tensor_sha256) EXPECT_EQ(by_name[name]["sha256"], sha) << name;
+  }
+}
+
 // ---- torch-free parts ---------------------------------------------------------
 
 class EnvGuard {

@@ -125,6 +125,100 @@ TEST(EveryPath, IndexShardMismatchHasOneReason) {
   }
 }
 
+// Field failure B49: the index is the authority over its shards. s1 holds
+// embed.weight, layer.weight and an unindexed old.weight; s2 holds
+// lm_head.weight and a second, different embed.weight; the index (tool
+// metadata, no total_size) maps embed.weight to s1. Strict (default): an error
+// naming a tensor the index does not map there. Lenient: the mapped copies
+// load (embed.weight's bytes are s1's), the others are named in one warning per
+// shard, on every path. The Hub download takes the index's files only, never
+// original/ nor the stray single file.
+TEST(EveryPath, LenientIndexLoadsTheMappedShardsTensorsB49) {
+  TempDir src;
+  const RawTensor embed = MakeTensor("embed.weight", "F32", {4}, 31);
+  const RawTensor embed_stale = MakeTensor("embed.weight", "F32", {4}, 32);
+  const RawTensor layer = MakeTensor("layer.weight", "F32", {2}, 33);
+  const RawTensor old = MakeTensor("old.weight", "F32", {2}, 34);
+  const RawTensor head = MakeTensor("lm_head.weight", "F32", {4}, 35);
+  ASSERT_NE(embed.bytes, embed_stale.bytes);
+  const std::string s1 = "model-00001-of-00002.safetensors", s2 = "model-00002-of-00002.safetensors";
+  WriteText(src.path() / s1, SafetensorsBytes({embed, layer, old}));
+  WriteText(src.path() / s2, SafetensorsBytes({head, embed_stale}));
+  WriteIndex(src.path(), {{"embed.weight", s1}, {"layer.weight", s1}, {"lm_head.weight", s2}},
+             {{"quantization_level", "4"}, {"tool_version", "0.1"}});
+  WriteText(src.path() / "original" / s1, SafetensorsBytes({embed, layer, old}));
+  WriteText(src.path() / "original" / s2, SafetensorsBytes({head, embed_stale}));
+  WriteText(src.path() / "model.safetensors", SafetensorsBytes({embed_stale}));
+  ServedStore store;
+  ASSERT_TRUE(store.ok());
+  const std::string commit = store.AddRepo("org/b49", src.path());
+  TempDir cache;
+  HubClient client = MakeClient(store.url(), cache.str());
+  for (bool hub : {true, false}) {
+    // Strict: every path fails naming a tensor the index does not map to its shard.
+    for (const Outcome& o : LoadEveryWay(client, hub ? "org/b49" : src.str(), hub)) {
+      SCOPED_TRACE(o.path + (hub ? " (hub, strict)" : " (local, strict)"));
+      ASSERT_FALSE(o.status.ok());
+      EXPECT_TRUE(o.status.reason() == "IndexTensorUnlisted" || o.status.reason() == "IndexTensorInOtherShard")
+          << o.status.ToString();
+      EXPECT_TRUE(o.status.message().find("old.weight") != std::string::npos ||
+                  o.status.message().find("embed.weight") != std::string::npos)
+          << o.status.ToString();
+    }
+    PretrainedRequest req;
+    req.repo_id = hub ? "org/b49" : src.str();
+    req.source = hub ? PretrainedRequest::Source::kHub : PretrainedRequest::Source::kLocal;
+    req.digests = true;
+    req.lenient_index = true;
+    std::vector<Outcome> lenient;
+    {
+      auto r = LoadStateDict(client, req);
+      lenient.push_back({"cpu", r.ok() ? Status::Ok() : r.status(), r.ok() ? r->info : PretrainedInfo{}});
+      if (r.ok()) {
+        std::map<std::string, at::Tensor> m(r->tensors.begin(), r->tensors.end());
+        ASSERT_TRUE(m.count("embed.weight"));
+        EXPECT_EQ(Bytes(m["embed.weight"]), embed.bytes);  // s1's copy, never s2's
+        EXPECT_FALSE(m.count("old.weight"));
+      }
+    }
+    {
+      Net net;
+      auto r = LoadModule(client, req, net);
+      lenient.push_back({"module", r.ok() ? Status::Ok() : r.status(), r.ok() ? r->info : PretrainedInfo{}});
+      if (r.ok()) EXPECT_EQ(Bytes(net.embed->weight), embed.bytes);
+    }
+    {
+      auto r = FetchAndLoadToDevice(client, req, OneFakeGpu());
+      lenient.push_back({"device", r.ok() ? Status::Ok() : r.status(), r.ok() ? r->info : PretrainedInfo{}});
+    }
+    for (const Outcome& o : lenient) {
+      SCOPED_TRACE(o.path + (hub ? " (hub, lenient)" : " (local, lenient)"));
+      ASSERT_OK(o.status);
+      std::map<std::string, std::string> sha;
+      for (const auto& t : o.info.tensors) sha[t.name] = t.sha256;
+      EXPECT_EQ(sha, (std::map<std::string, std::string>{
+                         {"embed.weight", hubload::testing::Sha256Hex(embed.bytes.data(), embed.bytes.size())},
+                         {"layer.weight", hubload::testing::Sha256Hex(layer.bytes.data(), layer.bytes.size())},
+                         {"lm_head.weight", hubload::testing::Sha256Hex(head.bytes.data(), head.bytes.size())}}));
+      std::vector<std::string> skipped;
+      for (const auto& w : o.info.warnings)
+        if (w.find("the index does not map to this shard") != std::string::npos) skipped.push_back(w);
+      ASSERT_EQ(skipped.size(), 2u) << ::testing::PrintToString(o.info.warnings);
+      std::sort(skipped.begin(), skipped.end());
+      EXPECT_NE(skipped[0].find(s1), std::string::npos) << skipped[0];
+      EXPECT_NE(skipped[0].find("old.weight"), std::string::npos) << skipped[0];
+      EXPECT_NE(skipped[1].find(s2), std::string::npos) << skipped[1];
+      EXPECT_NE(skipped[1].find("embed.weight"), std::string::npos) << skipped[1];
+    }
+  }
+  // The download took the index's files only (B23-3): nothing from original/, no stray single file.
+  std::set<std::string> snapshot;
+  const fs::path snap = cache.path() / "models--org--b49" / "snapshots" / commit;
+  for (const auto& e : fs::recursive_directory_iterator(snap))
+    if (!e.is_directory()) snapshot.insert(fs::relative(e.path(), snap).string());
+  EXPECT_EQ(snapshot, (std::set<std::string>{"model.safetensors.index.json", s1, s2}));
+}
+
 TEST(EveryPath, AliasesUnnamedShardsAndTheReport) {
   Repo r;
   WriteText(r.src.path() / "model-00001-of-00002.safetensors", SafetensorsBytes({r.embed}));

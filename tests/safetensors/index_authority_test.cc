@@ -92,3 +92,29 @@ TEST(FieldB49, TensorsTheIndexDoesNotMapToAShardAreNamed) {
   ASSERT_FALSE(e2.ok());
   EXPECT_NE(e2.message().find("\"a\""), std::string::npos) << e2.message();
 }
+
+// Lenient (the index is the authority): the tensors a shard holds that the
+// index does not map to it are returned to be skipped; a mapped tensor the
+// shard lacks is still an error.
+TEST(FieldB49, LenientNamesTheTensorsToSkipAndStillRefusesAMissingOne) {
+  auto i = st::ParseIndex("{" + kMap + "}", "idx.json");
+  ASSERT_TRUE(i.ok());
+  std::vector<std::string_view> s1 = {"a", "b", "x_old"}, s2 = {"c", "a"};
+  auto k1 = st::ShardTensorsNotMappedHere(*i, "s1.safetensors", s1);
+  ASSERT_TRUE(k1.ok()) << k1.status().ToString();
+  EXPECT_EQ(*k1, (std::vector<std::string>{"x_old"}));
+  auto k2 = st::ShardTensorsNotMappedHere(*i, "s2.safetensors", s2);
+  ASSERT_TRUE(k2.ok()) << k2.status().ToString();
+  EXPECT_EQ(*k2, (std::vector<std::string>{"a"}));
+  std::vector<std::string_view> agrees = {"c"};
+  auto k3 = st::ShardTensorsNotMappedHere(*i, "s2.safetensors", agrees);
+  ASSERT_TRUE(k3.ok());
+  EXPECT_TRUE(k3->empty());
+  std::vector<std::string_view> lacks_b = {"a", "x_old"};
+  auto e = st::ShardTensorsNotMappedHere(*i, "s1.safetensors", lacks_b);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().reason(), hubload::reason::kIndexTensorMissing);
+  EXPECT_NE(e.status().message().find("\"b\""), std::string::npos) << e.status().message();
+  auto unnamed = st::ShardTensorsNotMappedHere(*i, "s3.safetensors", agrees);
+  EXPECT_FALSE(unnamed.ok());
+}

@@ -201,9 +201,13 @@ hubload::cli::Command load_reg{
       auto tensors = std::make_shared<std::string>();
       auto json_out = std::make_shared<std::string>();
       auto quiet = std::make_shared<bool>(false);
+      auto lenient_index = std::make_shared<bool>(false);
       sub->add_option("repo_id", *repo_id, "repo id (org/name) or hf://[datasets/|spaces/]org/name[@rev][/subfolder]")
           ->required();
       sub->add_flag("-q,--quiet", *quiet, "no progress output");
+      sub->add_flag("--lenient-index", *lenient_index,
+                    "the index is the authority: tensors a shard holds that the index does not map to it are skipped "
+                    "with a warning (default: an error naming them)");
       sub->add_option("--subfolder", *subfolder, "model folder inside the repo (e.g. unet)");
       sub->add_option("--variant", *variant, "weights variant (e.g. fp16)");
       sub->add_option("--dtype", *dtype, "auto, fp32, fp16 or bf16")->capture_default_str();
@@ -224,7 +228,7 @@ hubload::cli::Command load_reg{
                       "write the load report (hubload load --json's schema, with this rank's tensors) to this file "
                       "('-' = stdout); '{rank}' in the name is replaced by the rank");
       flags->Add(sub);
-      return [&g, sub, repo_id, flags, subfolder, variant, dtype, tensors, json_out, quiet]() -> int {
+      return [&g, sub, repo_id, flags, subfolder, variant, dtype, tensors, json_out, quiet, lenient_index]() -> int {
         const char* cmd = "load-distributed";
         if (int rc = hubload::cli::ApplyRepoArgAsSubfolder(
                 cmd, repo_id.get(), &flags->repo_type, sub->get_option("--repo-type")->count() > 0, &flags->revision,
@@ -245,6 +249,7 @@ hubload::cli::Command load_reg{
         if (!td.ok()) return hubload::cli::Fail(cmd, td.status().ToString());
         req.load.dtype = *td;
         req.digests = true;
+        req.lenient_index = *lenient_index;
         if (!tensors->empty()) {
           std::shared_ptr<std::regex> re;
           try {

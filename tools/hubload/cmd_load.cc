@@ -234,6 +234,9 @@ hubload::cli::Command reg{"load", [](CLI::App& app, hubload::cli::Global& g) {
   sub->add_option("--variant", r.variant, "weights variant (e.g. fp16)");
   sub->add_flag("--allow-variant-fallback", r.allow_variant_fallback,
                 "load the non-variant weights (with a warning) when the variant is absent");
+  sub->add_flag("--lenient-index", r.lenient_index,
+                "the index is the authority: tensors a shard holds that the index does not map to it are skipped "
+                "with a warning (default: an error naming them)");
   sub->add_option("--dtype", a->dtype, "auto|fp32|fp16|bf16 for floating tensors")
       ->capture_default_str()
       ->check(hubload::cli::DtypeCheck());
