@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hubload/reasons.h"
 #include "hubload/safetensors.h"
 #include "hubload/status.h"
 
@@ -50,8 +51,14 @@ Result<std::vector<std::string>> ApplyIndexToShard(const safetensors::Index& ind
   names.reserve(tensors->size());
   for (const auto& t : *tensors) names.push_back(t.name);
   if (!lenient) {
-    HUBLOAD_RETURN_IF_ERROR(safetensors::CheckShardNamesAgainstIndex(index, Basename(file), names));
-    return std::vector<std::string>{};
+    Status st = safetensors::CheckShardNamesAgainstIndex(index, Basename(file), names);
+    if (st.ok()) return std::vector<std::string>{};
+    if (st.reason() == reason::kIndexTensorUnlisted || st.reason() == reason::kIndexTensorInOtherShard)  // the way out
+      return Status(st.code(),
+                    st.message() + "; to load the tensors the index maps and skip the others, use lenient_index "
+                                   "(hubload load --lenient-index)",
+                    st.reason(), st.context());
+    return st;
   }
   HUBLOAD_ASSIGN_OR_RETURN(std::vector<std::string> skipped,
                            safetensors::ShardTensorsNotMappedHere(index, Basename(file), names));

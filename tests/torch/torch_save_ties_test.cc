@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hubload/safetensors.h"
+#include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
 #include "testing/util.h"
 
