@@ -130,8 +130,8 @@ std::string KeptAliasName(const std::vector<std::string>& names, const std::map<
 // Declared ties between tensors in different storages (B51 d, e): equal dtype,
 // shape and values -> the alias is saved once, as its target; different ->
 // both are saved, with a warning (a tie that no longer holds is never dropped).
-Status ApplyDeclaredTies(const StateDict& state_dict, const std::map<std::string, std::string>& tied,
-                         SaveResult* result) {
+void ApplyDeclaredTies(const StateDict& state_dict, const std::map<std::string, std::string>& tied,
+                       SaveResult* result) {
   std::map<std::string, const at::Tensor*> by_name;
   for (const auto& [n, t] : state_dict) by_name[n] = &t;
   for (const auto& [alias, target] : tied) {
@@ -158,7 +158,6 @@ Status ApplyDeclaredTies(const StateDict& state_dict, const std::map<std::string
                                  ": both are saved");
     }
   }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -244,7 +243,7 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
           if (n != kept) result.aliases[n] = kept;
       }
     }
-    HUBLOAD_RETURN_IF_ERROR(ApplyDeclaredTies(state_dict, options.tied, &result));
+    ApplyDeclaredTies(state_dict, options.tied, &result);
     // Bytes written per storage: each kept view's own bytes (a row of a large
     // storage counts as the row: B51); SplitStateDict sizes a storage group by
     // its first entry, so every entry carries the group's sum.
