@@ -29,7 +29,7 @@ Status cache_internal::VerifyGitBlob(const std::string& partial, const std::stri
   discard();
   return Status(Code::kCorruptDownload,
                 "git blob sha1 of downloaded " + label + " is " + got + ", expected " + expected + " (partial discarded)",
-                std::string(reason::kHashMismatch), ctx);
+                reason::kHashMismatch, ctx);
 }
 
 struct BlobWriter::Impl {
@@ -122,7 +122,7 @@ Status BlobWriter::Append(const char* data, size_t n) {
     return Status(Code::kCorruptDownload,
                   "received more bytes than the expected " + std::to_string(im.opt.expected_size) + " for " +
                       im.etag,
-                  std::string(reason::kSizeMismatch), cache_internal::FileCtx(partial_path_));
+                  reason::kSizeMismatch, cache_internal::FileCtx(partial_path_));
   }
   im.sha.Update(data, n);
   offset_ += n;
@@ -160,7 +160,7 @@ Result<std::string> BlobWriter::Commit() {
     return Status(Code::kCorruptDownload,
                   "download of " + im.etag + " ended after " + std::to_string(offset_) + " of " +
                       std::to_string(im.opt.expected_size) + " bytes",
-                  std::string(reason::kSizeMismatch), ctx);
+                  reason::kSizeMismatch, ctx);
   }
   if (!im.opt.expected_sha256.empty()) {
     std::string got = CurrentSha256();
@@ -169,7 +169,7 @@ Result<std::string> BlobWriter::Commit() {
       return Status(Code::kCorruptDownload,
                     "sha256 of downloaded blob is " + got + ", expected " + im.opt.expected_sha256 +
                         " (partial discarded)",
-                    std::string(reason::kHashMismatch), ctx);
+                    reason::kHashMismatch, ctx);
     }
   }
   HUBLOAD_RETURN_IF_ERROR(cache_internal::VerifyGitBlob(partial_path_, im.opt.expected_git_sha1, im.etag, ctx, [this] { Discard(); }));

@@ -29,7 +29,7 @@ Status CheckFreeSpace(const std::string& dir, int64_t size, const std::string& s
   return Status(Code::kDiskFull,
                 "not enough free space in " + dir + " for '" + ctx.file + "': needs " + std::to_string(need) +
                     " bytes, " + std::to_string(avail) + " available",
-                std::string(reason::kInsufficientSpace), ctx);
+                reason::kInsufficientSpace, ctx);
 }
 
 }  // namespace hubload::cache_internal

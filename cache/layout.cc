@@ -16,6 +16,7 @@
 #include "cache/util.h"
 #include "util/file_io.h"
 #include "hubload/cache.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace fs = std::filesystem;
@@ -44,7 +45,7 @@ std::string NormalizeEtag(std::string_view v) {
 
 Status ValidateRevision(std::string_view rev) {
   auto bad = [&](const std::string& rule) {
-    return Status(Code::kInvalidArgument, "invalid revision '" + std::string(rev) + "': " + rule, "BadRevision",
+    return Status(Code::kInvalidArgument, "invalid revision '" + std::string(rev) + "': " + rule, reason::kBadRevision,
                   cache_internal::RevCtx(std::string(rev)));
   };
   if (rev.empty()) return bad("empty");
@@ -93,7 +94,7 @@ Result<std::optional<std::string>> RepoCache::ReadRefChecked(std::string_view re
     ErrorContext ctx;
     ctx.file = path;
     ctx.revision = std::string(revision);
-    return Status(Code::kInvalidFormat, "the ref file " + path + " is corrupt: " + why, "CorruptRef", ctx);
+    return Status(Code::kInvalidFormat, "the ref file " + path + " is corrupt: " + why, reason::kCorruptRef, ctx);
   };
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -120,7 +121,7 @@ Status RepoCache::WriteRef(std::string_view revision, std::string_view commit) c
   HUBLOAD_RETURN_IF_ERROR(ValidateRevision(revision));
   if (!IsCommitHash(commit))
     return Status(Code::kInvalidArgument, "refusing to write ref '" + std::string(revision) + "' = '" +
-                                              std::string(commit) + "': not a 40-hex commit", "BadCommit");
+                                              std::string(commit) + "': not a 40-hex commit", reason::kBadCommit);
   if (auto cur = ReadRef(revision); cur && *cur == commit) return Status::Ok();
   return cache_internal::WriteCreatingCache(
       cache_dir_, [&] { return util::AtomicWriteFile(RefPath(revision), std::string(commit)); });
@@ -152,7 +153,7 @@ Result<std::string> RepoCache::LinkSnapshot(std::string_view commit, std::string
   HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(p));
   if (!IsCommitHash(commit))
     return Status(Code::kInvalidArgument, "snapshot commit '" + std::string(commit) + "' is not a 40-hex commit",
-                  "BadCommit");
+                  reason::kBadCommit);
   std::string pointer = PointerPath(commit, p);
   std::string blob = BlobPath(etag);
   std::error_code ec;

@@ -59,7 +59,7 @@ std::string Seconds(double s) { return std::to_string(static_cast<long long>(s))
 Status Timeout(const std::string& path, double timeout_s, const std::string& detail) {
   return Status(Code::kConflict,
                 "timed out after " + Seconds(timeout_s) + " s waiting for the lock " + path + " (" + detail + ")",
-                std::string(reason::kLockTimeout), cache_internal::FileCtx(path));
+                reason::kLockTimeout, cache_internal::FileCtx(path));
 }
 
 // Sleeps a growing interval (5 ms .. cap), never past `deadline`.
@@ -251,7 +251,7 @@ Status WaitNoLiveLease(const std::string& lock_path, const std::string& lease, C
 Result<FileLock> FileLock::Acquire(const std::string& path, double timeout_s, const FileLockOptions& options) {
   if (!(options.stale_after_s > 0) || !(options.heartbeat_s > 0))
     return Status(Code::kInvalidArgument, "lock options for " + path + ": stale_after_s and heartbeat_s must be > 0",
-                  "BadLockOptions", cache_internal::FileCtx(path));
+                  reason::kBadLockOptions, cache_internal::FileCtx(path));
   if (!(timeout_s >= 0)) timeout_s = 0;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);

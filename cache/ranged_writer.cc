@@ -178,7 +178,7 @@ struct RangedBlobWriter::Impl {
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) return util::IoError("cannot read back partial download", path, errno);
       if (r == 0) return Status(Code::kIOError, "partial download " + path + " is shorter than its journal says",
-                                "ShortRead", cache_internal::FileCtx(path));
+                                reason::kShortRead, cache_internal::FileCtx(path));
       sha.Update(scratch.data(), static_cast<size_t>(r));
       cursor += static_cast<uint64_t>(r);
     }
@@ -229,12 +229,12 @@ Result<std::unique_ptr<RangedBlobWriter>> RangedBlobWriter::OpenPaths(std::strin
                                                                       std::string label, Options options) {
   if (options.size == 0)
     return Status(Code::kInvalidArgument, "ranged download of " + label + " needs a known, non-zero size",
-                  "BadRangeOptions");
+                  reason::kBadRangeOptions);
   if (options.chunk_bytes < kMinChunk)
     return Status(Code::kInvalidArgument,
                   "range chunk of " + std::to_string(options.chunk_bytes) + " bytes for " + label +
                       " is below the 1 MiB minimum",
-                  "BadRangeOptions");
+                  reason::kBadRangeOptions);
   std::unique_ptr<RangedBlobWriter> w(new RangedBlobWriter());
   w->impl_ = std::make_unique<Impl>();
   Impl& im = *w->impl_;
@@ -280,14 +280,14 @@ Status RangedBlobWriter::Append(size_t k, const char* data, size_t n) {
   Impl& im = *impl_;
   if (k >= im.n)
     return Status(Code::kInvalidArgument, "chunk " + std::to_string(k) + " out of range for " + im.label,
-                  "BadChunk", cache_internal::FileCtx(partial_path_));
+                  reason::kBadChunk, cache_internal::FileCtx(partial_path_));
   Impl::Chunk& c = im.chunks[k];
   const uint64_t got = c.received.load(std::memory_order_relaxed);
   if (got + n > im.End(k) - im.Begin(k))
     return Status(Code::kCorruptDownload,
                   "received more bytes than chunk " + std::to_string(k) + " of " + im.label + " holds (bytes " +
                       std::to_string(im.Begin(k)) + "-" + std::to_string(im.End(k) - 1) + ")",
-                  std::string(reason::kSizeMismatch), cache_internal::FileCtx(partial_path_));
+                  reason::kSizeMismatch, cache_internal::FileCtx(partial_path_));
   if (c.buf.empty() && n >= kFlushBytes) {  // a large piece is written as it is, not copied into the buffer
     HUBLOAD_RETURN_IF_ERROR(im.Write(k, data, n, partial_path_));
     c.received.fetch_add(n, std::memory_order_relaxed);
@@ -335,7 +335,7 @@ Result<std::string> RangedBlobWriter::Commit() {
                     "download of " + im.label + " is missing bytes " +
                         std::to_string(im.Begin(k) + im.chunks[k].flushed.load()) + "-" +
                         std::to_string(im.End(k) - 1) + " (partial kept for resuming)",
-                    std::string(reason::kSizeMismatch), ctx);
+                    reason::kSizeMismatch, ctx);
   }
   im.StopHasher();  // what it has not hashed yet is hashed here
   std::string got;
@@ -350,7 +350,7 @@ Result<std::string> RangedBlobWriter::Commit() {
     return Status(Code::kCorruptDownload,
                   "sha256 of downloaded " + im.label + " is " + got + ", expected " + im.opt.expected_sha256 +
                       " (partial discarded)",
-                  std::string(reason::kHashMismatch), ctx);
+                  reason::kHashMismatch, ctx);
   }
   if (::ftruncate(im.fd, static_cast<off_t>(im.opt.size)) != 0)
     return util::IoError("cannot cut the journal off", partial_path_, errno);

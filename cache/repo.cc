@@ -8,6 +8,7 @@
 
 #include "cache/util.h"
 #include "hubload/reasons.h"
+#include "util/text.h"
 #include "util/utf8.h"
 
 namespace hubload {
@@ -34,7 +35,7 @@ Result<RepoType> ParseRepoType(std::string_view s) {
   if (s == "dataset" || s == "datasets") return RepoType::kDataset;
   if (s == "space" || s == "spaces") return RepoType::kSpace;
   return Status(Code::kInvalidArgument,
-                "unknown repo type '" + std::string(s) + "': expected model, dataset or space", "BadRepoType");
+                "unknown repo type '" + std::string(s) + "': expected model, dataset or space", reason::kBadRepoType);
 }
 
 bool IsCommitHash(std::string_view s) {
@@ -44,7 +45,8 @@ bool IsCommitHash(std::string_view s) {
 
 Status ValidateRepoId(std::string_view repo_id) {
   auto bad = [&](const std::string& rule) {
-    return Status(Code::kInvalidArgument, "invalid repo id '" + std::string(repo_id) + "': " + rule, "BadRepoId");
+    return Status(Code::kInvalidArgument, "invalid repo id '" + std::string(repo_id) + "': " + rule,
+                  reason::kBadRepoId);
   };
   if (repo_id.empty()) return bad("empty");
   if (repo_id.size() > 96) return bad("longer than 96 characters");
@@ -73,19 +75,8 @@ Status ValidateRepoId(std::string_view repo_id) {
 Status ValidateRepoPath(std::string_view path) {
   const bool utf8 = util::IsValidUtf8(path);
   auto fail = [&](std::string_view why, const std::string& rule) {
-    std::string shown;
-    for (char c : path.substr(0, 512)) {
-      unsigned char u = static_cast<unsigned char>(c);
-      if (u < 0x20 || u == 0x7f || (!utf8 && u >= 0x80)) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02x", u);
-        shown += buf;
-      } else {
-        shown += c;
-      }
-    }
-    if (path.size() > 512) shown += "...";
-    return Status(Code::kInvalidArgument, "unsafe file name '" + shown + "' in repo: " + rule, std::string(why),
+    const std::string shown = util::Printable(path, 512);
+    return Status(Code::kInvalidArgument, "unsafe file name '" + shown + "' in repo: " + rule, why,
                   cache_internal::FileCtx(shown));
   };
   auto bad = [&](const std::string& rule) { return fail(reason::kUnsafePath, rule); };

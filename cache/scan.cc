@@ -220,7 +220,7 @@ Result<CachedRepo> ScanRepo(const std::string& cache_dir, const std::string& fol
 Result<CacheInfo> ScanCache(const std::string& cache_dir) {
   std::error_code ec;
   if (!fs::is_directory(cache_dir, ec))
-    return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", "NoCache",
+    return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", reason::kNoCache,
                   cache_internal::FileCtx(cache_dir));
   CacheInfo info;
   info.cache_dir = cache_dir;
@@ -255,7 +255,7 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
   std::error_code ec;
   if (!fs::is_directory(rc.repo_dir(), ec))
     return Status(Code::kNotFound, std::string(RepoTypeName(type)) + " " + std::string(repo_id) +
-                                       " is not in the cache " + cache_dir, "NotCached", ctx);
+                                       " is not in the cache " + cache_dir, reason::kNotCached, ctx);
   std::vector<std::string> warnings;
   auto repo_r = ScanRepo(cache_dir, RepoFolderName(repo_id, type), type, std::string(repo_id), &warnings);
   if (!repo_r.ok()) return repo_r.status();
@@ -275,7 +275,7 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
         return Status(Code::kConflict,
                       "cannot delete " + std::string(repo_id) + ": a download is writing " + f +
                           " (its lock " + rc.LockPath(etag) + " is held); retry when it has finished",
-                      "DownloadInProgress", ctx);
+                      reason::kDownloadInProgress, ctx);
       }
       held.push_back(std::move(*l));
     }
@@ -296,7 +296,7 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
   bool ref_only = target == repo.revisions.end() && !commit.empty() && !IsCommitHash(revision);
   if (commit.empty() || (target == repo.revisions.end() && !ref_only))
     return Status(Code::kNotFound, "revision '" + std::string(revision) + "' of " + std::string(repo_id) +
-                                       " is not in the cache " + cache_dir, "NotCached", ctx);
+                                       " is not in the cache " + cache_dir, reason::kNotCached, ctx);
   // Refs pointing at the commit go with it.
   for (auto& [n, c] : repo.refs) {
     if (c != commit) continue;
@@ -341,20 +341,16 @@ Result<DeleteReport> DeleteFromCache(const std::string& cache_dir, std::string_v
 
 namespace {
 
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 }  // namespace
 
 Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, double min_age_s,
                                              const FileLockOptions& lock_options) {
   if (!(min_age_s >= 0))
-    return Status(Code::kInvalidArgument, "prune: min_age_s must be >= 0 seconds", "BadArgument",
+    return Status(Code::kInvalidArgument, "prune: min_age_s must be >= 0 seconds", reason::kBadArgument,
                   cache_internal::FileCtx(cache_dir));
   std::error_code ec;
   if (!fs::is_directory(cache_dir, ec))
-    return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", "NoCache",
+    return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", reason::kNoCache,
                   cache_internal::FileCtx(cache_dir));
   fs::directory_iterator top(cache_dir, ec);
   if (ec) return util::IoError("cannot read cache folder", cache_dir, ec.value());
@@ -373,7 +369,7 @@ Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, doubl
     if (e2) return util::IoError("cannot read", blobs.string(), e2.value());
     for (auto& b : it) {
       std::string name = b.path().filename().string();
-      if (!EndsWith(name, ".incomplete")) continue;  // <etag>.incomplete and <etag>.ranges.incomplete
+      if (!name.ends_with(".incomplete")) continue;  // <etag>.incomplete and <etag>.ranges.incomplete
       std::string etag = name.substr(0, name.find('.'));
       std::string partial = b.path().string();
       struct stat st;

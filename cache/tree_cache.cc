@@ -10,6 +10,7 @@
 
 #include "util/file_io.h"
 #include "util/json.h"
+#include "hubload/reasons.h"
 
 namespace hubload::cache_internal {
 namespace fs = std::filesystem;
@@ -83,7 +84,7 @@ Result<std::vector<TreeEntry>> ListSnapshotFolder(const RepoCache& rc, const std
   std::error_code ec;
   fs::path dir = rc.SnapshotDir(commit);
   if (!fs::is_directory(dir, ec))
-    return Status(Code::kNotFound, "no snapshot folder " + dir.string(), "NotFound");
+    return Status(Code::kNotFound, "no snapshot folder " + dir.string(), reason::kNotFound);
   std::vector<TreeEntry> out;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {

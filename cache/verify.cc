@@ -7,6 +7,7 @@
 
 #include "cache/util.h"
 #include "hubload/cache.h"
+#include "hubload/reasons.h"
 #include "util/digest.h"
 
 namespace hubload {
@@ -16,7 +17,7 @@ Result<VerifyReport> VerifyFolder(const std::string& folder, const std::vector<E
                                   const VerifyProgressCallback& on_progress) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
-    return Status(Code::kNotFound, "folder " + folder + " to verify does not exist", "NotCached",
+    return Status(Code::kNotFound, "folder " + folder + " to verify does not exist", reason::kNotCached,
                   cache_internal::FileCtx(folder));
   VerifyReport rep;
   std::set<std::string> listed;

@@ -36,7 +36,7 @@ struct HubClient::Impl : Session {
     return Status(Code::kInvalidArgument,
                   "no cache folder: ClientOptions::config.cache_dir is empty (HubConfig::FromEnvironment() gives "
                   "huggingface_hub's default, $HF_HUB_CACHE or ~/.cache/huggingface/hub)",
-                  "NoCacheDir", ctx);
+                  reason::kNoCacheDir, ctx);
   }
 
   // Files at `commit` (cache mode) or into `local_dir`, in the order given.
@@ -136,8 +136,8 @@ struct HubClient::Impl : Session {
       sha = hub_internal::ParseRevisionSha(*j, RedactUrl(url));
       if (!sha.ok()) sha = sha.status().Annotate(ctx);
       else if (!IsCommitHash(*sha))
-        sha = Status(Code::kInvalidFormat,
-                     "revision info of " + rc.repo_id() + "@" + rev + " has no 40-hex 'sha'", "BadRevisionInfo", ctx);
+        sha = Status(Code::kInvalidFormat, "revision info of " + rc.repo_id() + "@" + rev + " has no 40-hex 'sha'",
+                     reason::kBadRevisionInfo, ctx);
     } else {
       sha = j.status();
     }
@@ -194,7 +194,7 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
         return Status(Code::kEntryNotFound,
                       "'" + req.filename + "' does not exist in " + req.repo_id + " at " + *commit +
                           " (known from the cache's .no_exist marker; offline mode)",
-                      "EntryNotFound", ctx);
+                      reason::kEntryNotFound, ctx);
     }
     return im.RefMiss(rc, req.revision, req.filename);
   }
@@ -237,7 +237,7 @@ Result<std::string> HubClient::ReadRange(const FileRequest& req, uint64_t offset
   if (length > (1ull << 30))
     return Status(Code::kInvalidArgument,
                   "ReadRange of '" + req.filename + "' asks for " + std::to_string(length) + " bytes (limit 1 GiB)",
-                  "RangeTooLarge", ctx);
+                  reason::kRangeTooLarge, ctx);
   if (length == 0) return std::string();
   RepoCache rc(im.opt.config.cache_dir, req.repo_id, req.repo_type);
   std::optional<std::string> commit;
@@ -246,7 +246,7 @@ Result<std::string> HubClient::ReadRange(const FileRequest& req, uint64_t offset
   if (commit && im.has_cache()) {
     if (auto p = rc.CachedPointer(*commit, req.filename)) {
       std::ifstream in(*p, std::ios::binary);
-      if (!in) return Status(Code::kIOError, "cannot open cached " + *p, "IOError", ctx);
+      if (!in) return Status(Code::kIOError, "cannot open cached " + *p, reason::kIOError, ctx);
       in.seekg(static_cast<std::streamoff>(offset));
       std::string out(length, '\0');
       in.read(out.data(), static_cast<std::streamsize>(length));
@@ -467,7 +467,8 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
       if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
         return WithCtx(util::IoError("cannot use the local folder", req.local_dir, ec.value()), ctx);
       if (why) return *why;
-      return Status(Code::kOfflineMiss, "local folder " + req.local_dir + " does not exist (offline)", "OfflineMiss",
+      return Status(Code::kOfflineMiss, "local folder " + req.local_dir + " does not exist (offline)",
+                    reason::kOfflineMiss,
                     ctx);
     }
     auto commit = Impl::CachedSnapshot(rc, req.revision);

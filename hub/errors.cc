@@ -6,6 +6,7 @@
 
 #include "hub/http_parse.h"
 #include "hubload/hub.h"
+#include "hubload/reasons.h"
 #include "util/json.h"
 
 namespace hubload {
@@ -89,7 +90,7 @@ Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body,
   std::string server_msg = BodyMessage(h, body);
   const std::string& ec = ctx.error_code;
   Code code;
-  std::string what, reason;
+  std::string what, why;
   std::string subject = ctx.repo_id.empty() ? std::string("request") : "repo " + ctx.repo_id;
   if (ec == "RevisionNotFound") {
     code = Code::kRevisionNotFound;
@@ -102,7 +103,7 @@ Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body,
     what = subject + " is gated: " + (status == 401 ? "log in with a token" : "your token is not on the approved list");
   } else if (h.Get("X-Error-Message").value_or("") == "Access to this resource is disabled.") {
     code = Code::kPermissionDenied;  // huggingface_hub DisabledRepoError
-    reason = "DisabledRepo";
+    why = reason::kDisabledRepo;
     what = subject + " is disabled";
   } else if (ec == "RepoNotFound") {
     code = Code::kRepoNotFound;
@@ -110,7 +111,7 @@ Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body,
   } else if (status == 401 && server_msg.find("Invalid credentials") != std::string::npos) {
     // B45: a revoked, expired or mistyped token fails even on public repos.
     code = Code::kUnauthorized;
-    reason = "InvalidCredentials";
+    why = reason::kInvalidCredentials;
     what = "the token was rejected (invalid, expired or revoked): log in again (`hf auth login`), or unset "
            "HF_TOKEN / remove the saved token file to go anonymous";
   } else if (status == 401) {
@@ -143,8 +144,8 @@ Status StatusFromHttp(int status, const HttpHeaders& h, const std::string& body,
   if (!server_msg.empty()) msg += " (" + server_msg + ")";
   if (!ctx.url.empty()) msg += " for " + ctx.url;
   if (!ctx.request_id.empty()) msg += " [request id " + ctx.request_id + "]";
-  if (reason.empty()) reason = ec.empty() ? std::string("Http") + std::to_string(status) : ec;
-  return Status(code, msg, reason, std::move(ctx));
+  if (why.empty()) why = ec.empty() ? std::string("Http") + std::to_string(status) : ec;
+  return Status(code, msg, why, std::move(ctx));
 }
 
 }  // namespace hubload

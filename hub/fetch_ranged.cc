@@ -154,7 +154,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
     if (sink.mismatch)
       return Status(Code::kUnsupported,
                     "the server answered a byte range of '" + ctx.file + "' with a response that does not fit it",
-                    std::string(reason::kRangesUnusable), ctx);
+                    reason::kRangesUnusable, ctx);
     if (stop()) return Status::Ok();
     if (!r.ok()) {
       if (r.status().code() != Code::kNetwork) return r.status();
@@ -164,7 +164,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
       spdlog::debug("resuming {} bytes {}- after: {}", ctx.file, w.chunk_begin(k) + w.chunk_received(k),
                     r.status().message());
       if (sink.whole)
-        return Status(Code::kUnsupported, "whole-file answer broke off", std::string(reason::kRangesUnusable), ctx);
+        return Status(Code::kUnsupported, "whole-file answer broke off", reason::kRangesUnusable, ctx);
       continue;
     }
     if (r->status >= 300) return StatusFromHttp(r->status, r->headers, r->body, ctx);
@@ -173,7 +173,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
         return Status(Code::kNetwork,
                       "connection closed after " + std::to_string(sink.pos) + " of " + std::to_string(size) +
                           " bytes of '" + ctx.file + "'",
-                      "ConnectionLost", ctx);
+                      reason::kConnectionLost, ctx);
       *whole = true;  // every chunk is written
       return Status::Ok();
     }
@@ -181,7 +181,7 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
       if (sink.got > 0) failures = 0;
       if (++failures > s.opt.max_resume_attempts)
         return Status(Code::kNetwork, "connection closed early while downloading '" + ctx.file + "'",
-                      "ConnectionLost", ctx);
+                      reason::kConnectionLost, ctx);
       continue;
     }
     return Status::Ok();

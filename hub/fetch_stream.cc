@@ -100,7 +100,7 @@ std::shared_ptr<SignedUrl> MakeSignedUrl(const Session& s, RepoType type, const 
       return Status(Code::kCorruptDownload,
                     "'" + path + "' changed on the server while it was downloading (etag " + m.etag + " -> " +
                         fresh.etag + ")",
-                    "FileChanged", sp->Ctx(repo, m.commit, path));
+                    reason::kFileChanged, sp->Ctx(repo, m.commit, path));
     return fresh.location;
   });
 }
@@ -241,7 +241,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
       if (++failures > max_attempts)
         return Status(Code::kCorruptDownload,
                       "the server keeps answering ranges that do not fit the partial of '" + ctx.file + "'",
-                      "RangeMismatch", ctx);
+                      reason::kRangeMismatch, ctx);
       continue;
     }
     if (!r.ok()) {
@@ -271,7 +271,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
       if (sink.got > 0) failures = 0;
       if (++failures > max_attempts)
         return Status(Code::kNetwork, "connection closed early while downloading '" + ctx.file + "'",
-                      "ConnectionLost", ctx);
+                      reason::kConnectionLost, ctx);
       continue;
     }
     auto c = commit(*w);

@@ -5,6 +5,7 @@
 
 #include "hub/http_parse.h"
 #include "hub/url_policy.h"
+#include "hubload/reasons.h"
 
 namespace hubload::hub_internal {
 
@@ -59,19 +60,19 @@ Result<FileMeta> Head(const Session& s, RepoType t, const std::string& repo, con
     std::string host = UrlOrigin(url);
     if (!IsCommitHash(m.commit))
       return Status(Code::kInvalidFormat,
-                    "the server " + host + " sent no valid X-Repo-Commit header for '" + path + "'", "MissingHeader",
-                    ctx);
+                    "the server " + host + " sent no valid X-Repo-Commit header for '" + path + "'",
+                    reason::kMissingHeader, ctx);
     if (m.etag.empty() || m.etag.find('/') != std::string::npos || m.etag.find('.') != std::string::npos ||
         m.etag.size() > 255)
       return Status(Code::kInvalidFormat,
                     "the server " + host + " sent no usable ETag/X-Linked-Etag header for '" + path + "'",
-                    "MissingHeader", ctx);
+                    reason::kMissingHeader, ctx);
     return m;
   }
   ctx.url = RedactUrl(first);
   return Status(Code::kNetwork,
                 "too many redirects (more than 10) for '" + path + "' starting at " + RedactUrl(first),
-                "TooManyRedirects", ctx);
+                reason::kTooManyRedirects, ctx);
 }
 
 }  // namespace hubload::hub_internal

@@ -4,6 +4,7 @@
 
 #include "hub/answers.h"
 #include "hub/http_parse.h"
+#include "hubload/reasons.h"
 
 namespace hubload::hub_internal {
 
@@ -25,7 +26,8 @@ Result<RepoListing> ListTree(const Session& s, RepoType t, const std::string& re
     auto next = NextLink(h);
     url = next ? *next : std::string();
     if (!url.empty() && UrlOrigin(url) != s.endpoint_origin)
-      return Status(Code::kInvalidFormat, "tree pagination of " + repo + " points to another host", "BadLink", ctx);
+      return Status(Code::kInvalidFormat, "tree pagination of " + repo + " points to another host", reason::kBadLink,
+                    ctx);
   }
   return out;
 }

@@ -82,7 +82,7 @@ Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::st
   if (s.opt.config.offline) {
     if (fs::exists(target, ec)) return Cached(target, -1);
     return Status(Code::kOfflineMiss, "'" + path + "' is not in the local folder " + dir + " (offline mode)",
-                  std::string(reason::kOfflineMiss), ctx);
+                  reason::kOfflineMiss, ctx);
   }
   // With the file there to fall back on, the metadata request is not retried.
   auto head = Head(s, t, repo, rev, path, nullptr, fs::exists(target, ec) && !force ? 0 : -1);

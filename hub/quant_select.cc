@@ -1,5 +1,6 @@
 // Choosing one quantisation's files (hubload/quant.h, field failure B55).
 #include "hubload/quant.h"
+#include "hubload/reasons.h"
 
 #include <algorithm>
 #include <map>
@@ -9,19 +10,6 @@
 
 namespace hubload {
 namespace {
-
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool EqualNoCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  return true;
-}
-
-bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && EqualNoCase(s.substr(s.size() - suffix.size()), suffix);
-}
 
 struct Part {
   std::string path, artifact;
@@ -35,15 +23,12 @@ Part ParsePart(const std::string& path) {
   p.path = path;
   std::string stem = path.substr(0, path.size() - 5);
   p.artifact = stem;
-  const size_t n = stem.size();
-  // "-NNNNN-of-MMMMM" is 15 characters.
-  if (n < 16 || stem[n - 15] != '-' || stem.compare(n - 9, 4, "-of-") != 0) return p;
-  std::string_view a(stem.data() + n - 14, 5), b(stem.data() + n - 5, 5);
-  if (!util::AllDigits(a) || !util::AllDigits(b)) return p;
-  p.artifact = stem.substr(0, n - 15);
-  p.index = std::stoi(std::string(a));
-  p.count = std::stoi(std::string(b));
-  p.malformed = p.index < 1 || p.count < 1 || p.index > p.count;
+  const auto suffix = util::ParseShardSuffix(stem);
+  if (!suffix) return p;
+  p.artifact = stem.substr(0, suffix->prefix_len);
+  p.index = suffix->shard;
+  p.count = suffix->count;
+  p.malformed = suffix->malformed;
   return p;
 }
 
@@ -52,7 +37,7 @@ bool HasWord(const std::string& artifact, std::string_view tag) {
   while (b <= artifact.size()) {
     size_t e = artifact.find_first_of("-./", b);
     if (e == std::string::npos) e = artifact.size();
-    if (EqualNoCase(std::string_view(artifact).substr(b, e - b), tag)) return true;
+    if (util::EqualsIgnoreCase(std::string_view(artifact).substr(b, e - b), tag)) return true;
     b = e + 1;
   }
   return false;
@@ -69,7 +54,7 @@ Result<QuantSelection> SelectQuantFiles(const std::vector<std::string>& repo_pat
   std::map<std::pair<std::string, int>, std::vector<Part>> artifacts;
   std::vector<std::string> bad;
   for (const std::string& path : repo_paths) {
-    if (!EndsWithNoCase(path, ".gguf") || path.size() <= 5) continue;
+    if (!util::EndsWithIgnoreCase(path, ".gguf") || path.size() <= 5) continue;
     Part p = ParsePart(path);
     if (p.malformed) {
       if (tag.empty() || HasWord(p.artifact, tag)) bad.push_back(path);
@@ -81,7 +66,7 @@ Result<QuantSelection> SelectQuantFiles(const std::vector<std::string>& repo_pat
   auto list_all = [&]() {
     std::vector<std::string> names;
     for (const std::string& path : repo_paths) {
-      if (!EndsWithNoCase(path, ".gguf") || path.size() <= 5) continue;
+      if (!util::EndsWithIgnoreCase(path, ".gguf") || path.size() <= 5) continue;
       Part p = ParsePart(path);
       if (p.malformed) continue;
       std::string d = Describe(p.artifact, p.count);
@@ -94,17 +79,18 @@ Result<QuantSelection> SelectQuantFiles(const std::vector<std::string>& repo_pat
     return Status(Code::kInvalidArgument,
                   what + ": " + bad.front() + " is not a valid split part name (NAME-NNNNN-of-MMMMM.gguf with " +
                       "1 <= NNNNN <= MMMMM)",
-                  "BadPartName");
+                  reason::kBadPartName);
   if (artifacts.empty())
-    return Status(Code::kInvalidArgument, what + " matches no GGUF file; available: " + list_all(), "NoSuchQuant");
+    return Status(Code::kInvalidArgument, what + " matches no GGUF file; available: " + list_all(),
+                  reason::kNoSuchQuant);
   if (artifacts.size() > 1) {
     std::vector<std::string> names;
     for (auto& [key, parts] : artifacts) names.push_back(Describe(key.first, key.second));
     if (tag.empty())
       return Status(Code::kInvalidArgument, "several GGUF artifacts and no quant tag; available: " + list_all(),
-                    "NoSuchQuant");
+                    reason::kNoSuchQuant);
     return Status(Code::kInvalidArgument, what + " matches several artifacts: " + util::JoinCut(names, 20),
-                  "AmbiguousQuant");
+                  reason::kAmbiguousQuant);
   }
   auto& [key, parts] = *artifacts.begin();
   QuantSelection sel;
@@ -123,7 +109,7 @@ Result<QuantSelection> SelectQuantFiles(const std::vector<std::string>& repo_pat
       return Status(Code::kInvalidArgument,
                     what + ": incomplete split: " + std::to_string(present) + " of " + std::to_string(key.second) +
                         " parts present for " + key.first + " (missing part " + util::JoinCut(missing, 10) + ")",
-                    "IncompleteSplit");
+                    reason::kIncompleteSplit);
   }
   for (auto& p : parts)
     if (sel.files.empty() || sel.files.back() != p.path) sel.files.push_back(p.path);

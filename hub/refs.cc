@@ -51,7 +51,7 @@ Status Write(const Session& s, const std::string& method, const std::string& url
     if (exist_ok) return Status::Ok();
     Status hs = StatusFromHttp(r->status, r->headers, r->body, ctx);
     return Status(Code::kConflict, what + ": it exists already (" + hs.message() + ")",
-                  std::string(reason::kRefExists), hs.context());
+                  reason::kRefExists, hs.context());
   }
   return StatusFromHttp(r->status, r->headers, r->body, ctx).WithPrefix(what);
 }
@@ -130,7 +130,8 @@ Result<std::vector<GitCommitInfo>> ListRepoCommits(const Session& s, const std::
     auto next = NextLink(h);
     url = next ? *next : std::string();
     if (!url.empty() && UrlOrigin(url) != s.endpoint_origin)
-      return Status(Code::kInvalidFormat, "commit pagination of " + repo_id + " points to another host", "BadLink",
+      return Status(Code::kInvalidFormat, "commit pagination of " + repo_id + " points to another host",
+                    reason::kBadLink,
                     ctx);
   }
   return out;

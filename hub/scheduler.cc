@@ -88,7 +88,7 @@ class Scheduler {
       ErrorContext ctx = c;
       ctx.file.clear();
       out.status = Status(Code::kCancelled, "download of " + c.repo_id + " cancelled",
-                          std::string(reason::kCancelled), ctx);
+                          reason::kCancelled, ctx);
     }
     out.failed_path = failed_path_;
     out.failed_code = failed_code_;

@@ -72,7 +72,7 @@ Status Session::OfflineMiss(const RepoCache& rc, const std::string& rev, const s
   return Status(Code::kOfflineMiss,
                 what + " of " + rc.repo_id() + " at revision '" + rev + "' is not in the local cache " +
                     rc.cache_dir() + " (offline mode: no request was made)",
-                std::string(reason::kOfflineMiss), Ctx(rc.repo_id(), rev, what));
+                reason::kOfflineMiss, Ctx(rc.repo_id(), rev, what));
 }
 
 Result<nlohmann::json> Session::GetJson(const std::string& url, const ErrorContext& ctx, HttpHeaders* out_headers,
@@ -109,7 +109,7 @@ bool IsUnreachable(const Status& s) { return s.code() == Code::kNetwork; }
 
 Status Cancelled(ErrorContext ctx) {
   return Status(Code::kCancelled, "download cancelled" + (ctx.file.empty() ? std::string() : " (" + ctx.file + ")"),
-                std::string(reason::kCancelled), std::move(ctx));
+                reason::kCancelled, std::move(ctx));
 }
 
 }  // namespace hubload::hub_internal

@@ -15,6 +15,7 @@
 #include "hub/url_policy.h"
 #include "hubload/reasons.h"
 #include "hubload/transport.h"
+#include "util/text.h"
 
 #ifndef HUBLOAD_VERSION
 #define HUBLOAD_VERSION "0"
@@ -26,12 +27,6 @@ namespace {
 constexpr size_t kMaxErrorBody = 1 << 20;
 
 std::once_flag g_curl_init;
-
-bool IEq(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 struct Transfer {
   const HttpRequest* req = nullptr;
@@ -168,7 +163,7 @@ class CurlTransport : public HttpTransport {
       }
       if (++redirects > opt_.max_redirects) {
         Status s(Code::kNetwork, "too many redirects (more than " + std::to_string(opt_.max_redirects) +
-                                     ") starting at " + RedactUrl(req0.url), "TooManyRedirects");
+                                     ") starting at " + RedactUrl(req0.url), reason::kTooManyRedirects);
         s.mutable_context().url = RedactUrl(req0.url);
         return s;
       }
@@ -178,7 +173,10 @@ class CurlTransport : public HttpTransport {
         // B06: credentials never follow a redirect to another origin.
         auto& h = req.headers;
         h.erase(std::remove_if(h.begin(), h.end(),
-                               [](const auto& kv) { return IEq(kv.first, "Authorization") || IEq(kv.first, "Cookie"); }),
+                               [](const auto& kv) {
+                                 return util::EqualsIgnoreCase(kv.first, "Authorization") ||
+                                        util::EqualsIgnoreCase(kv.first, "Cookie");
+                               }),
                 h.end());
       }
       int code = t.resp.status;
@@ -233,7 +231,7 @@ class CurlTransport : public HttpTransport {
         if (t->body_fd < 0) {
           curl_slist_free_all(hl);
           return Status(Code::kInvalidArgument, "cannot open request body file " + req.body_file->path + ": " +
-                                                    std::strerror(errno), "BodyFile");
+                                                    std::strerror(errno), reason::kBodyFile);
         }
         t->body_pos = req.body_file->offset;
         t->body_left = req.body_file->length;
@@ -265,17 +263,17 @@ class CurlTransport : public HttpTransport {
     }
     std::string url = RedactUrl(req.url);
     if (t->sink_aborted) {
-      Status s(Code::kCancelled, "transfer of " + url + " stopped by the receiver", "SinkAborted");
+      Status s(Code::kCancelled, "transfer of " + url + " stopped by the receiver", reason::kSinkAborted);
       s.mutable_context().url = url;
       s.mutable_context().http_status = t->resp.status;
       return s;
     }
     if (rc != CURLE_OK) {
-      std::string reason = "Network";
-      if (rc == CURLE_OPERATION_TIMEDOUT) reason = t->started ? "Stalled" : "Timeout";
-      else if (rc == CURLE_COULDNT_CONNECT) reason = std::string(reason::kConnectFailed);
-      else if (rc == CURLE_COULDNT_RESOLVE_HOST) reason = std::string(reason::kDnsFailed);
-      else if (rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) reason = "ConnectionLost";
+      std::string_view why = reason::kNetwork;
+      if (rc == CURLE_OPERATION_TIMEDOUT) why = t->started ? reason::kStalled : reason::kTimeout;
+      else if (rc == CURLE_COULDNT_CONNECT) why = reason::kConnectFailed;
+      else if (rc == CURLE_COULDNT_RESOLVE_HOST) why = reason::kDnsFailed;
+      else if (rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR) why = reason::kConnectionLost;
       std::string what = curl_easy_strerror(rc);
       if (rc == CURLE_OPERATION_TIMEDOUT) {
         // Name the limit that was hit (HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT in the CLI).
@@ -285,7 +283,7 @@ class CurlTransport : public HttpTransport {
         std::snprintf(buf, sizeof buf, " after %g s", limit);
         what += buf;
       }
-      Status s(Code::kNetwork, what + " (" + req.method + " " + url + ")", reason);
+      Status s(Code::kNetwork, what + " (" + req.method + " " + url + ")", why);
       s.mutable_context().url = url;
       s.mutable_context().http_status = t->resp.status;
       return s;

@@ -6,16 +6,10 @@
 #include "hub/url.h"
 #include "hubload/hub.h"
 #include "hubload/transport.h"
+#include "util/text.h"
 
 namespace hubload {
 namespace {
-
-bool IEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
 
 // Python urllib.parse.quote: always-safe = letters, digits, "_.-~", plus `safe`.
 std::string Quote(std::string_view s, std::string_view safe) {
@@ -82,13 +76,14 @@ void HttpHeaders::Set(const std::string& name, std::string value) {
 }
 
 void HttpHeaders::Remove(const std::string& name) {
-  items_.erase(std::remove_if(items_.begin(), items_.end(), [&](const auto& kv) { return IEquals(kv.first, name); }),
+  items_.erase(std::remove_if(items_.begin(), items_.end(),
+                              [&](const auto& kv) { return util::EqualsIgnoreCase(kv.first, name); }),
                items_.end());
 }
 
 std::optional<std::string> HttpHeaders::Get(std::string_view name) const {
   for (const auto& [k, v] : items_)
-    if (IEquals(k, name)) return v;
+    if (util::EqualsIgnoreCase(k, name)) return v;
   return std::nullopt;
 }
 

@@ -38,7 +38,7 @@ Status CheckHttpUrl(std::string_view url, std::string_view what) {
            std::string(what) + " " + Shown(url) + " is not an http or https URL" +
                (scheme.empty() ? std::string(" (no scheme)") : " (scheme '" + scheme + "')") +
                ": hubload speaks only http and https, as huggingface_hub",
-           std::string(reason::kUnsupportedScheme));
+           reason::kUnsupportedScheme);
   s.mutable_context().url = RedactUrl(url);
   return s;
 }
@@ -49,7 +49,7 @@ Status CheckRedirect(std::string_view from, std::string_view to, bool allow_http
     Status s(Code::kUnsupported,
              "refused redirect from " + RedactUrl(from) + " to " + Shown(to) +
                  (ts.empty() ? std::string() : " (scheme '" + ts + "')") + ": only http and https are followed",
-             std::string(reason::kUnsupportedScheme));
+             reason::kUnsupportedScheme);
     s.mutable_context().url = RedactUrl(from);
     return s;
   }
@@ -57,7 +57,7 @@ Status CheckRedirect(std::string_view from, std::string_view to, bool allow_http
     Status s(Code::kUnsupported,
              "refused redirect from https to plain http (" + RedactUrl(from) + " -> " + RedactUrl(to) +
                  "): allowed only when the endpoint itself is http",
-             std::string(reason::kInsecureRedirect));
+             reason::kInsecureRedirect);
     s.mutable_context().url = RedactUrl(from);
     return s;
   }
@@ -73,13 +73,13 @@ Status CheckHeader(std::string_view name, std::string_view value) {
   for (char c : name) shown.push_back(bad(c) ? '?' : c);
   if (!name_ok)
     return Status(Code::kInvalidArgument, "request header name '" + shown + "' is not a valid field name",
-                  std::string(reason::kBadHeaderValue));
+                  reason::kBadHeaderValue);
   for (char c : value)
     if (bad(c))
       return Status(Code::kInvalidArgument,
                     "request header '" + shown +
                         "' has a value containing CR, LF or NUL (header injection); refused, value not shown",
-                    std::string(reason::kBadHeaderValue));
+                    reason::kBadHeaderValue);
   return Status::Ok();
 }
 

@@ -1,4 +1,5 @@
 #include "util/file_io.h"
+#include "hubload/reasons.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,21 +14,21 @@ namespace hubload::util {
 
 Status IoError(std::string_view what, const std::string& path, int err) {
   Code code = Code::kIOError;
-  const char* reason = "IOError";
+  std::string_view why = reason::kIOError;
   if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
     code = Code::kDiskFull;
-    reason = "DiskFull";
-  } else if (err == ENOENT) {
+    why = reason::kDiskFull;
+  } else if (err == ENOENT || err == ENOTDIR) {
     code = Code::kNotFound;
-    reason = "NotFound";
+    why = reason::kNotFound;
   } else if (err == EROFS) {
-    reason = "ReadOnlyFileSystem";
+    why = reason::kReadOnlyFileSystem;
   } else if (err == EACCES || err == EPERM) {
-    reason = "PermissionDenied";
+    why = reason::kPermissionDenied;
   }
   ErrorContext ctx;
   ctx.file = path;
-  return Status(code, std::string(what) + " " + path + ": " + std::strerror(err), reason, std::move(ctx));
+  return Status(code, std::string(what) + " " + path + ": " + std::strerror(err), why, std::move(ctx));
 }
 
 Status PwriteAll(int fd, const void* data, size_t n, uint64_t off, const std::string& path) {
@@ -54,28 +55,41 @@ std::string RandomSuffix() {
   return s;
 }
 
-Status AtomicWriteFile(const std::string& path, std::string_view content, const AtomicWriteOptions& options) {
+Status WriteAll(int fd, const void* data, uint64_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const size_t piece = static_cast<size_t>(n < (1ull << 30) ? n : (1ull << 30));
+    ssize_t w = ::write(fd, p, piece);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return IoError("cannot write", path, errno);
+    }
+    p += w;
+    n -= static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
+}
+
+Status AtomicWriteFileWith(const std::string& path, const AtomicWriteBody& body, const AtomicWriteOptions& options) {
   std::error_code ec;
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) {
+  if (!parent.empty() && options.create_parents) {
     std::filesystem::create_directories(parent, ec);
     if (ec) return IoError("cannot create the folder of", path, ec.value());
   }
   std::string tmp = path + ".tmp" + RandomSuffix();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, options.mode);
   if (fd < 0) return IoError("cannot create", tmp, errno);
-  auto fail = [&](std::string_view what, int e) {
+  auto fail = [&](Status st) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    return IoError(what, tmp, e);
+    return st;
   };
-  Status w = PwriteAll(fd, content.data(), content.size(), 0, tmp);
-  if (!w.ok()) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return w;
+  if (body) {
+    Status w = body(fd, tmp);
+    if (!w.ok()) return fail(std::move(w));
   }
-  if (options.durable && ::fsync(fd) != 0) return fail("cannot sync", errno);
+  if (options.durable && ::fsync(fd) != 0) return fail(IoError("cannot sync", tmp, errno));
   if (::close(fd) != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
@@ -89,11 +103,17 @@ Status AtomicWriteFile(const std::string& path, std::string_view content, const 
   if (options.durable) {
     int dfd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
-      ::fsync(dfd);
+      ::fsync(dfd);  // best effort: some file systems refuse fsync on folders
       ::close(dfd);
     }
   }
   return Status::Ok();
+}
+
+Status AtomicWriteFile(const std::string& path, std::string_view content, const AtomicWriteOptions& options) {
+  return AtomicWriteFileWith(
+      path, [&](int fd, const std::string& tmp) { return WriteAll(fd, content.data(), content.size(), tmp); },
+      options);
 }
 
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
@@ -109,7 +129,7 @@ Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
     ::close(fd);
     ErrorContext ctx;
     ctx.file = path;
-    return Status(Code::kInvalidFormat, path + " is not a regular file", "NotARegularFile", ctx);
+    return Status(Code::kInvalidFormat, path + " is not a regular file", reason::kNotARegularFile, ctx);
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
@@ -118,7 +138,7 @@ Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
     return Status(Code::kInvalidFormat,
                   path + " has " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) +
                       " accepted for this kind of file",
-                  "FileTooLarge", ctx);
+                  reason::kFileTooLarge, ctx);
   }
   std::string out;
   char buf[65536];

@@ -2,6 +2,7 @@
 // that calls nlohmann's converting accessors on untrusted values, each after a
 // type check.
 #include "util/json.h"
+#include "hubload/reasons.h"
 
 #include <limits>
 
@@ -55,7 +56,7 @@ Status ParseError(std::string_view doc, const std::string& what) {
   std::string d(doc);
   if (d.rfind("http://", 0) == 0 || d.rfind("https://", 0) == 0) ctx.url = d;
   else ctx.file = d;
-  return Status(Code::kInvalidFormat, d + ": " + what, "BadJson", std::move(ctx));
+  return Status(Code::kInvalidFormat, d + ": " + what, reason::kBadJson, std::move(ctx));
 }
 
 }  // namespace
@@ -105,7 +106,8 @@ Status JsonIn::Invalid(std::string_view rule) const {
   if (d.rfind("http://", 0) == 0 || d.rfind("https://", 0) == 0) ctx.url = d;
   else ctx.file = d;
   std::string where = path_.empty() ? std::string("the document") : "'" + path_ + "'";
-  return Status(Code::kInvalidFormat, d + ": " + where + " " + std::string(rule), "BadJsonField", std::move(ctx));
+  return Status(Code::kInvalidFormat, d + ": " + where + " " + std::string(rule), reason::kBadJsonField,
+                std::move(ctx));
 }
 
 Status JsonIn::Error(std::string_view expected) const {

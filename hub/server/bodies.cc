@@ -16,7 +16,7 @@ using nlohmann::json;
 using util::JsonIn;
 
 Status Bad(const std::string& doc, const std::string& what) {
-  return Status(Code::kInvalidFormat, doc + ": " + what, std::string(reason::kBadRequestBody));
+  return Status(Code::kInvalidFormat, doc + ": " + what, reason::kBadRequestBody);
 }
 
 // Base64 with line breaks and spaces allowed (as the original decoders do).
@@ -70,7 +70,7 @@ Result<LfsBatchBody> ParseLfsBatch(const std::string& body, const std::string& d
     auto size = o.Uint("size");
     if (!oid.ok() || !size.ok()) {
       Status st = !oid.ok() ? oid.status() : size.status();
-      return Status(Code::kInvalidFormat, st.message(), std::string(reason::kBadLfsObject));
+      return Status(Code::kInvalidFormat, st.message(), reason::kBadLfsObject);
     }
     obj.oid = *oid;
     obj.size = *size;

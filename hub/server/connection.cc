@@ -2,6 +2,7 @@
 // writes with the byte-level faults (drop, stall, per-connection and total
 // bandwidth, stripped length, signed-URL byte budgets).
 #include "hub/server/connection.h"
+#include "util/text.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -167,12 +168,6 @@ bool WriteResponse(Server::Impl& impl, tcp::socket& sock, const Request& r, Resp
   return ok && !(strip || resp.close);
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // Reads the body (if any) and answers one request; returns false to close.
 bool ServeOne(Server::Impl& impl, tcp::socket& sock, beast::flat_buffer& buf, std::unique_ptr<HeaderParser>& hp,
               Request& r) {
@@ -275,7 +270,7 @@ void ServeConnection(Server::Impl& impl, tcp::socket& sock, bool cdn) {
       r.cdn = cdn;
       r.method = std::string(hp->get().method_string());
       r.target = std::string(hp->get().target());
-      for (auto& f : hp->get()) r.headers.emplace_back(Lower(f.name_string()), std::string(f.value()));
+      for (auto& f : hp->get()) r.headers.emplace_back(util::AsciiLower(f.name_string()), std::string(f.value()));
       impl.Prepare(r);
       if (!ServeOne(impl, sock, buf, hp, r)) return;
     }

@@ -1,5 +1,6 @@
 // Request/response values of the server (hub/server/http.h).
 #include "hub/server/http.h"
+#include "util/text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,17 +8,11 @@
 namespace hubload::server::internal {
 namespace {
 
-bool IEq(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 }  // namespace
 
 std::string Request::Header(std::string_view name) const {
   for (auto& [k, v] : headers)
-    if (IEq(k, name)) return v;
+    if (util::EqualsIgnoreCase(k, name)) return v;
   return {};
 }
 
@@ -33,7 +28,7 @@ bool Request::QueryBool(const std::string& k) const {
 
 void Response::Set(const std::string& k, const std::string& v) {
   for (auto& h : headers)
-    if (IEq(h.first, k)) {
+    if (util::EqualsIgnoreCase(h.first, k)) {
       h.second = v;
       return;
     }

@@ -13,6 +13,7 @@
 
 #include "hub/server/impl.h"
 #include "hubload/hub.h"
+#include "hubload/reasons.h"
 
 namespace hubload::server {
 
@@ -60,7 +61,8 @@ class Upstream {
 
 Status Server::Impl::PullThrough(RepoType type, const std::string& repo_id, const std::string& commit,
                                  const std::string& path) {
-  if (opt.upstream.empty()) return Status(Code::kEntryNotFound, "no --upstream to fetch it from", "EntryNotFound");
+  if (opt.upstream.empty()) return Status(Code::kEntryNotFound, "no --upstream to fetch it from",
+                                          reason::kEntryNotFound);
   std::shared_ptr<Upstream> up;
   {
     std::lock_guard<std::mutex> lock(upload_mu);

@@ -4,6 +4,7 @@
 
 #include "hub/server/store_internal.h"
 #include "util/digest.h"
+#include "hubload/reasons.h"
 
 namespace hubload::server {
 
@@ -71,7 +72,8 @@ Result<fs::path> ExistingRepoDir(const std::string& root, const std::string& rep
   auto dir = RepoDir(root, type, repo_id);
   if (!dir) return Status(Code::kInvalidArgument, "invalid repo_id '" + repo_id + "'");
   std::error_code ec;
-  if (!fs::is_directory(*dir, ec)) return Status(Code::kRepoNotFound, "repository not found: " + repo_id, "RepoNotFound");
+  if (!fs::is_directory(*dir, ec)) return Status(Code::kRepoNotFound, "repository not found: " + repo_id,
+                                                 reason::kRepoNotFound);
   return *dir;
 }
 
@@ -142,7 +144,7 @@ Status SetRef(const std::string& root, const std::string& repo_id, const std::st
   if (!IsSafeRefName(ref_name)) return Status(Code::kInvalidArgument, "invalid ref name '" + ref_name + "'");
   std::error_code ec;
   if (!IsHexOf(commit, 40, 40) || !fs::is_directory(dir / "snapshots" / commit, ec))
-    return Status(Code::kRevisionNotFound, "commit " + commit + " not in " + repo_id, "RevisionNotFound");
+    return Status(Code::kRevisionNotFound, "commit " + commit + " not in " + repo_id, reason::kRevisionNotFound);
   std::lock_guard<std::mutex> lock(CommitMutex());
   return WriteRef(dir, ref_name, commit);
 }

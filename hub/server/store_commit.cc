@@ -83,7 +83,8 @@ Status Apply(const fs::path& repo_dir, const std::string& repo_id, const Op& op,
   std::error_code ec;
   if (op.kind == CommitOperation::Kind::kDelete) {
     if (!tree->erase(op.path))
-      return Status(Code::kEntryNotFound, "cannot delete " + op.path + ": not in " + repo_id, "EntryNotFound", ctx);
+      return Status(Code::kEntryNotFound, "cannot delete " + op.path + ": not in " + repo_id, reason::kEntryNotFound,
+                    ctx);
     return Status::Ok();
   }
   if (op.kind == CommitOperation::Kind::kDeleteFolder) {
@@ -94,7 +95,8 @@ Status Apply(const fs::path& repo_dir, const std::string& repo_id, const Op& op,
       ++n;
     }
     if (n == 0)
-      return Status(Code::kEntryNotFound, "cannot delete folder " + op.path + ": not in " + repo_id, "EntryNotFound",
+      return Status(Code::kEntryNotFound, "cannot delete folder " + op.path + ": not in " + repo_id,
+                    reason::kEntryNotFound,
                     ctx);
     return Status::Ok();
   }
@@ -170,7 +172,7 @@ Status RefClash(const fs::path& repo_dir, const std::string& name) {
     if ((!last && fs::is_regular_file(p, ec)) || (last && fs::is_directory(p, ec) && !fs::is_empty(p, ec)))
       return Status(Code::kConflict, "ref '" + name + "' clashes with the existing ref '" +
                                          p.lexically_relative(repo_dir / "refs").generic_string() + "'",
-                    std::string(reason::kRefExists));
+                    reason::kRefExists);
     if (last) break;
     start = slash + 1;
   }
@@ -216,7 +218,8 @@ Result<std::string> Commit(const fs::path& root, const std::string& repo_id, con
 
   std::lock_guard<std::mutex> lock(CommitMutex());
   if (!fs::is_directory(repo_dir, ec)) {
-    if (!create_repo) return Status(Code::kRepoNotFound, "repository not found: " + repo_id, "RepoNotFound", ctx);
+    if (!create_repo) return Status(Code::kRepoNotFound, "repository not found: " + repo_id, reason::kRepoNotFound,
+                                    ctx);
     fs::create_directories(repo_dir / "blobs", ec);
     fs::create_directories(repo_dir / "refs", ec);
     fs::create_directories(repo_dir / "snapshots", ec);
@@ -239,12 +242,13 @@ Result<std::string> Commit(const fs::path& root, const std::string& repo_id, con
       return Status(Code::kConflict,
                     "parent_commit " + pc + " is not the head of " + o.branch + " (head " + (head ? *head : "none") +
                         ")",
-                    std::string(reason::kParentMismatch), ctx);
+                    reason::kParentMismatch, ctx);
   }
   std::string base;
   if (!o.base_commit.empty()) {
     auto b = ResolveRevision(repo_dir, o.base_commit);
-    if (!b) return Status(Code::kRevisionNotFound, "base commit not found: " + o.base_commit, "RevisionNotFound", ctx);
+    if (!b) return Status(Code::kRevisionNotFound, "base commit not found: " + o.base_commit,
+                          reason::kRevisionNotFound, ctx);
     base = *b;
   } else if (head) {
     base = *head;

@@ -18,7 +18,7 @@ Result<fs::path> ExistingRepo(const std::string& root, const std::string& repo_i
   if (!dir || !fs::is_directory(*dir / "snapshots", ec)) {
     ErrorContext ctx;
     ctx.repo_id = repo_id;
-    return Status(Code::kRepoNotFound, "repository not found: " + repo_id, "RepoNotFound", ctx);
+    return Status(Code::kRepoNotFound, "repository not found: " + repo_id, reason::kRepoNotFound, ctx);
   }
   return *dir;
 }
@@ -101,14 +101,15 @@ Status CreateBranch(const std::string& root, const std::string& repo_id, const s
       RepoSettings s = LoadSettings(dir);
       std::error_code ec;
       if (s.tags.count(branch) || (fs::is_regular_file(dir / "refs" / branch, ec) && !overwrite))
-        return Status(Code::kConflict, "reference " + branch + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
+        return Status(Code::kConflict, "reference " + branch + " already exists in " + repo_id, reason::kRefExists,
+                      ctx);
       if (fs::is_regular_file(dir / "refs" / branch, ec)) RemoveRef(dir, branch, ec);
     }
     return Commit(root, repo_id, {}, co, false).status();
   }
   std::string from = starting_point.empty() ? "main" : starting_point;
   auto c = ResolveRevision(dir, from);
-  if (!c) return Status(Code::kRevisionNotFound, "invalid rev id: " + from, "RevisionNotFound", ctx);
+  if (!c) return Status(Code::kRevisionNotFound, "invalid rev id: " + from, reason::kRevisionNotFound, ctx);
   commit = *c;
   std::lock_guard<std::mutex> lock(CommitMutex());
   RepoSettings s = LoadSettings(dir);
@@ -117,9 +118,9 @@ Status CreateBranch(const std::string& root, const std::string& repo_id, const s
   if (overwrite && starting_point.empty() && !s.tags.count(branch) && fs::is_regular_file(dir / "refs" / branch, ec))
     return Status::Ok();
   if (s.tags.count(branch))
-    return Status(Code::kConflict, "a tag named " + branch + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
+    return Status(Code::kConflict, "a tag named " + branch + " already exists in " + repo_id, reason::kRefExists, ctx);
   if (fs::is_regular_file(dir / "refs" / branch, ec) && !overwrite)
-    return Status(Code::kConflict, "reference " + branch + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
+    return Status(Code::kConflict, "reference " + branch + " already exists in " + repo_id, reason::kRefExists, ctx);
   return WriteRef(dir, branch, commit);
 }
 
@@ -134,7 +135,8 @@ Status DeleteBranch(const std::string& root, const std::string& repo_id, const s
   std::error_code ec;
   if (!IsSafeRefName(branch) || branch.rfind("refs/", 0) == 0 || s.tags.count(branch) ||
       !fs::is_regular_file(dir / "refs" / branch, ec))
-    return Status(Code::kRevisionNotFound, "branch " + branch + " not found in " + repo_id, "RevisionNotFound", ctx);
+    return Status(Code::kRevisionNotFound, "branch " + branch + " not found in " + repo_id, reason::kRevisionNotFound,
+                  ctx);
   if (!RemoveRef(dir, branch, ec))
     return Status(Code::kIOError, "cannot delete branch " + branch + ": " + ec.message(), "", ctx);
   return Status::Ok();
@@ -147,12 +149,12 @@ Status CreateTag(const std::string& root, const std::string& repo_id, const std:
   HUBLOAD_RETURN_IF_ERROR(CheckNewName(tag, "tag", ctx));
   std::string from = revision.empty() ? "main" : revision;
   auto c = ResolveRevision(dir, from);
-  if (!c) return Status(Code::kRevisionNotFound, "invalid rev id: " + from, "RevisionNotFound", ctx);
+  if (!c) return Status(Code::kRevisionNotFound, "invalid rev id: " + from, reason::kRevisionNotFound, ctx);
   std::lock_guard<std::mutex> lock(CommitMutex());
   RepoSettings s = LoadSettings(dir);
   std::error_code ec;
   if (s.tags.count(tag) || fs::is_regular_file(dir / "refs" / tag, ec))
-    return Status(Code::kConflict, "reference " + tag + " already exists in " + repo_id, std::string(reason::kRefExists), ctx);
+    return Status(Code::kConflict, "reference " + tag + " already exists in " + repo_id, reason::kRefExists, ctx);
   // A clash ("rel" beside "rel/1") is refused before the settings record the tag.
   if (Status clash = RefClash(dir, tag); !clash.ok()) return clash.Annotate(ctx);
   if (s.created_at.empty()) s.created_at = NowIso8601();
@@ -167,7 +169,7 @@ Status DeleteTag(const std::string& root, const std::string& repo_id, const std:
   std::lock_guard<std::mutex> lock(CommitMutex());
   RepoSettings s = LoadSettings(dir);
   if (!s.tags.count(tag))
-    return Status(Code::kRevisionNotFound, "tag " + tag + " not found in " + repo_id, "RevisionNotFound", ctx);
+    return Status(Code::kRevisionNotFound, "tag " + tag + " not found in " + repo_id, reason::kRevisionNotFound, ctx);
   std::error_code ec;
   RemoveRef(dir, tag, ec);
   s.tags.erase(tag);
@@ -179,7 +181,8 @@ Result<std::vector<CommitInfo>> ListCommits(const std::string& root, const std::
   HUBLOAD_ASSIGN_OR_RETURN(fs::path dir, ExistingRepo(root, repo_id, repo_type));
   auto head = ResolveRevision(dir, revision.empty() ? "main" : revision);
   if (!head)
-    return Status(Code::kRevisionNotFound, "invalid rev id: " + revision, "RevisionNotFound", Ctx(repo_id, revision));
+    return Status(Code::kRevisionNotFound, "invalid rev id: " + revision, reason::kRevisionNotFound, Ctx(repo_id,
+                                                                                                         revision));
   RepoSettings s = LoadSettings(dir);
   std::vector<CommitInfo> out;
   std::set<std::string> seen;

@@ -14,6 +14,7 @@
 #include "util/hex.h"
 #include "util/json.h"
 #include "util/worker_pool.h"
+#include "hubload/reasons.h"
 
 namespace hubload::hub_internal::upload {
 namespace fs = std::filesystem;
@@ -51,7 +52,7 @@ Result<json> Call::Json(const std::string& method, const std::string& url, const
 }
 
 Status BadAnswer(const std::string& what, ErrorContext ctx) {
-  return Status(Code::kInvalidFormat, what, "BadServerAnswer", std::move(ctx));
+  return Status(Code::kInvalidFormat, what, reason::kBadServerAnswer, std::move(ctx));
 }
 
 Status CheckRequest(const UploadFolderRequest& req) {
@@ -62,7 +63,7 @@ Status CheckRequest(const UploadFolderRequest& req) {
       (req.parent_commit.size() < 7 || req.parent_commit.size() > 40 || !util::IsLowerHex(req.parent_commit)))
     return Status(Code::kInvalidArgument,
                   "parent_commit '" + req.parent_commit + "' must be 7 to 40 lower-case hex digits (a commit id)",
-                  "BadParentCommit");
+                  reason::kBadParentCommit);
   return Status::Ok();
 }
 
@@ -118,7 +119,7 @@ Status SendCommit(const Call& c, const std::vector<const Item*>& ops, const std:
                                                      : "parent_commit " + request.parent_commit +
                                                            " is not the head of the branch") +
                       " (" + hs.message() + ")",
-                  "StaleParentCommit", hs.context());
+                  reason::kStaleParentCommit, hs.context());
   }
   if (r->status < 200 || r->status >= 300)
     return StatusFromHttp(r->status, r->headers, r->body, ctx).WithPrefix(what + " failed");
@@ -190,7 +191,7 @@ Result<CommitInfo> CreateCommit(const Session& s, const UploadFolderRequest& req
     auto st = fs::status(a.local_path, ec);
     if (ec || !fs::is_regular_file(st))
       return Status(Code::kInvalidArgument,
-                    "'" + a.local_path + "' (for '" + a.path_in_repo + "') is not a readable file", "NotAFile");
+                    "'" + a.local_path + "' (for '" + a.path_in_repo + "') is not a readable file", reason::kNotAFile);
     Item it;
     it.path = a.path_in_repo;
     it.local = a.local_path;
@@ -208,7 +209,7 @@ Result<CommitInfo> CreateCommit(const Session& s, const UploadFolderRequest& req
   }
   if (items.empty() && deletions.empty())
     return Status(Code::kInvalidArgument, "nothing to commit to " + request.repo_id + ": no file to add or delete",
-                  "EmptyCommit");
+                  reason::kEmptyCommit);
 
   Call c{s, request};
   const UploadCallbacks* cb = &request.callbacks;

@@ -58,7 +58,7 @@ void FirstError::Set(Status s) {
 bool FirstError::Stop() {
   if (stop_.load()) return true;
   if (cb_ && cb_->cancelled && cb_->cancelled()) {
-    Set(Status(Code::kCancelled, "upload cancelled by the caller; no commit was made", std::string(reason::kCancelled)));
+    Set(Status(Code::kCancelled, "upload cancelled by the caller; no commit was made", reason::kCancelled));
     return true;
   }
   return false;
@@ -80,7 +80,7 @@ Status HashFile(Item& it, Progress& progress, FirstError& err) {
   Status st;
   for (;;) {
     if (err.Stop()) {
-      st = Status(Code::kCancelled, "hashing of '" + it.local + "' stopped", std::string(reason::kCancelled), ctx);
+      st = Status(Code::kCancelled, "hashing of '" + it.local + "' stopped", reason::kCancelled, ctx);
       break;
     }
     ssize_t n = ::read(fd, buf.data(), buf.size());
@@ -102,7 +102,7 @@ Status HashFile(Item& it, Progress& progress, FirstError& err) {
     return Status(Code::kIOError,
                   "'" + it.local + "' changed while it was read: " + std::to_string(it.size) + " bytes at listing, " +
                       std::to_string(total) + " read",
-                  "FileChanged", ctx);
+                  reason::kFileChanged, ctx);
   it.sha256 = sha.HexDigest();
   return Status::Ok();
 }
@@ -125,7 +125,7 @@ Result<std::string> ReadWhole(const std::string& path, uint64_t size) {
   ::close(fd);
   if (got != size || more > 0)
     return Status(Code::kIOError, "'" + path + "' changed while it was read (expected " + std::to_string(size) +
-                                      " bytes)", "FileChanged", ctx);
+                                      " bytes)", reason::kFileChanged, ctx);
   return s;
 }
 

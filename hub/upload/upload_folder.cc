@@ -9,6 +9,7 @@
 #include "hub/upload/upload_internal.h"
 #include "util/file_io.h"
 #include "util/text.h"
+#include "hubload/reasons.h"
 
 namespace hubload::hub_internal::upload {
 namespace fs = std::filesystem;
@@ -43,7 +44,7 @@ Result<std::vector<RepoFile>> RemoteFiles(const Session& s, const std::string& r
     if (!sha.ok()) return sha.status().Annotate(ctx);
     if (!IsCommitHash(*sha))
       return Status(Code::kInvalidFormat, "revision info of " + repo_id + "@" + revision + " has no 40-hex 'sha'",
-                    "BadRevisionInfo", ctx);
+                    reason::kBadRevisionInfo, ctx);
     commit = *sha;
   }
   HUBLOAD_ASSIGN_OR_RETURN(RepoListing l, ListTree(s, type, repo_id, commit));
@@ -83,7 +84,7 @@ Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& req
   std::error_code ec;
   if (!fs::is_directory(request.folder, ec))
     return Status(Code::kInvalidArgument, "upload to " + request.repo_id + ": '" + request.folder + "' is not a folder",
-                  "NotAFolder");
+                  reason::kNotAFolder);
   const std::string prefix = StripSlashes(request.path_in_repo);
   if (!prefix.empty()) HUBLOAD_RETURN_IF_ERROR(ValidateRepoPath(prefix));
 
@@ -135,7 +136,7 @@ Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& req
     return Status(Code::kInvalidArgument,
                   "nothing to upload from '" + request.folder + "' to " + request.repo_id +
                       ": no file matches the allow/ignore patterns and no delete pattern is given" + why_empty,
-                  "EmptyCommit");
+                  reason::kEmptyCommit);
   if (request.create_repo) {
     auto url = CreateRepo(s, request.repo_id, request.repo_type, request.private_repo);
     if (!url.ok()) return url.status();
@@ -160,7 +161,7 @@ Result<CommitInfo> UploadFolder(const Session& s, const UploadFolderRequest& req
     return Status(Code::kInvalidArgument,
                   "nothing to upload from '" + request.folder + "' to " + request.repo_id +
                       ": no file matches the allow/ignore patterns and nothing is to be deleted" + why_empty,
-                  "EmptyCommit");
+                  reason::kEmptyCommit);
   UploadFolderRequest r = request;
   if (r.commit_message.empty()) r.commit_message = "Upload folder using hubload";
   auto info = CreateCommit(s, r, adds, deletions);

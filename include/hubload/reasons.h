@@ -20,6 +20,10 @@ inline constexpr std::string_view kSizeMismatch = "SizeMismatch";
 inline constexpr std::string_view kLockTimeout = "LockTimeout";
 inline constexpr std::string_view kDiskFull = "DiskFull";
 inline constexpr std::string_view kInsufficientSpace = "InsufficientSpace";
+/// A write refused by a read-only file system (EROFS).
+inline constexpr std::string_view kReadOnlyFileSystem = "ReadOnlyFileSystem";
+/// A file or folder the process may not read or write (EACCES, EPERM).
+inline constexpr std::string_view kPermissionDenied = "PermissionDenied";
 
 // ---- hub (client, transport) ------------------------------------------------
 /// A server answered byte ranges in a way no chunk fits (fall back to one stream).
@@ -43,6 +47,16 @@ inline constexpr std::string_view kUnsupportedScheme = "UnsupportedScheme";
 inline constexpr std::string_view kInsecureRedirect = "InsecureRedirect";
 /// A request header (token, user agent, custom header) with CR, LF or NUL.
 inline constexpr std::string_view kBadHeaderValue = "BadHeaderValue";
+/// Transport: no answer in time (before any byte: connect/etag timeout).
+inline constexpr std::string_view kTimeout = "Timeout";
+/// Transport: a transfer that started sent nothing for the stall timeout.
+inline constexpr std::string_view kStalled = "Stalled";
+/// Transport: any other network failure (TLS, protocol, reset).
+inline constexpr std::string_view kNetwork = "Network";
+/// A 403 for a repo the Hub has disabled (huggingface_hub DisabledRepoError).
+inline constexpr std::string_view kDisabledRepo = "DisabledRepo";
+/// A 401 "Invalid credentials": the token was rejected, even for public repos.
+inline constexpr std::string_view kInvalidCredentials = "InvalidCredentials";
 
 // ---- untrusted JSON (util/json.h) ------------------------------------------
 /// Text that is not JSON (or nests too deep).
@@ -143,5 +157,142 @@ inline constexpr std::string_view kPickleStorageSize = "PickleStorageSize";
 inline constexpr std::string_view kPickleTensorOutOfRange = "PickleTensorOutOfRange";
 /// A tensor hubload does not load (dtype without a safetensors equivalent, tensor metadata).
 inline constexpr std::string_view kPickleUnsupportedTensor = "PickleUnsupportedTensor";
+
+// ==== every other reason the library raises, by module (stable names; the
+// message says the specifics). Constants above carry their own notes. ====
+
+// ---- cache (cache/) --------------------------------------------------------
+inline constexpr std::string_view kBadArgument = "BadArgument";
+inline constexpr std::string_view kBadChunk = "BadChunk";
+inline constexpr std::string_view kBadCommit = "BadCommit";
+inline constexpr std::string_view kBadLockOptions = "BadLockOptions";
+inline constexpr std::string_view kBadRangeOptions = "BadRangeOptions";
+inline constexpr std::string_view kBadRepoId = "BadRepoId";
+inline constexpr std::string_view kBadRepoType = "BadRepoType";
+inline constexpr std::string_view kBadRevision = "BadRevision";
+inline constexpr std::string_view kCorruptRef = "CorruptRef";
+inline constexpr std::string_view kDownloadInProgress = "DownloadInProgress";
+inline constexpr std::string_view kNoCache = "NoCache";
+inline constexpr std::string_view kNotCached = "NotCached";
+
+// ---- hub client (hub/) -----------------------------------------------------
+inline constexpr std::string_view kAmbiguousQuant = "AmbiguousQuant";
+inline constexpr std::string_view kBadLink = "BadLink";
+inline constexpr std::string_view kBadParentCommit = "BadParentCommit";
+inline constexpr std::string_view kBadPartName = "BadPartName";
+inline constexpr std::string_view kBadRevisionInfo = "BadRevisionInfo";
+inline constexpr std::string_view kBadServerAnswer = "BadServerAnswer";
+inline constexpr std::string_view kBodyFile = "BodyFile";
+inline constexpr std::string_view kConnectionLost = "ConnectionLost";
+inline constexpr std::string_view kEmptyCommit = "EmptyCommit";
+inline constexpr std::string_view kFileChanged = "FileChanged";
+inline constexpr std::string_view kIncompleteSplit = "IncompleteSplit";
+inline constexpr std::string_view kMissingHeader = "MissingHeader";
+inline constexpr std::string_view kNoCacheDir = "NoCacheDir";
+inline constexpr std::string_view kNoSuchQuant = "NoSuchQuant";
+inline constexpr std::string_view kNotAFile = "NotAFile";
+inline constexpr std::string_view kNotAFolder = "NotAFolder";
+inline constexpr std::string_view kRangeMismatch = "RangeMismatch";
+inline constexpr std::string_view kRangeTooLarge = "RangeTooLarge";
+inline constexpr std::string_view kStaleParentCommit = "StaleParentCommit";
+inline constexpr std::string_view kTooManyRedirects = "TooManyRedirects";
+
+// ---- leaves (util/) --------------------------------------------------------
+inline constexpr std::string_view kFileTooLarge = "FileTooLarge";
+inline constexpr std::string_view kNotARegularFile = "NotARegularFile";
+
+// ---- device loading (loader/device/) ---------------------------------------
+inline constexpr std::string_view kBuiltWithoutCuda = "BuiltWithoutCuda";
+inline constexpr std::string_view kDeviceOutOfMemory = "DeviceOutOfMemory";
+inline constexpr std::string_view kDoesNotFit = "DoesNotFit";
+inline constexpr std::string_view kHostOutOfMemory = "HostOutOfMemory";
+inline constexpr std::string_view kInvalidDeviceMap = "InvalidDeviceMap";
+inline constexpr std::string_view kInvalidDevicePointer = "InvalidDevicePointer";
+inline constexpr std::string_view kInvalidEvent = "InvalidEvent";
+inline constexpr std::string_view kInvalidMaxMemory = "InvalidMaxMemory";
+inline constexpr std::string_view kInvalidNoSplit = "InvalidNoSplit";
+inline constexpr std::string_view kInvalidOptions = "InvalidOptions";
+inline constexpr std::string_view kInvalidStream = "InvalidStream";
+inline constexpr std::string_view kInvalidTensorName = "InvalidTensorName";
+inline constexpr std::string_view kNoBackend = "NoBackend";
+inline constexpr std::string_view kNoCudaDevice = "NoCudaDevice";
+inline constexpr std::string_view kUncoveredTensor = "UncoveredTensor";
+inline constexpr std::string_view kUnknownDevice = "UnknownDevice";
+inline constexpr std::string_view kUnsupportedConversion = "UnsupportedConversion";
+
+// ---- distributed (loader/distributed/) -------------------------------------
+inline constexpr std::string_view kBadEnvironment = "BadEnvironment";
+inline constexpr std::string_view kBadOption = "BadOption";
+inline constexpr std::string_view kBadTopology = "BadTopology";
+inline constexpr std::string_view kBroadcastFailed = "BroadcastFailed";
+inline constexpr std::string_view kBroadcastTimeout = "BroadcastTimeout";
+inline constexpr std::string_view kRankDied = "RankDied";
+inline constexpr std::string_view kRendezvous = "Rendezvous";
+inline constexpr std::string_view kStoreLost = "StoreLost";
+
+// ---- fetch-and-load pipeline (loader/pipeline/) ----------------------------
+inline constexpr std::string_view kComponentNotFound = "ComponentNotFound";
+inline constexpr std::string_view kEmptyRepoId = "EmptyRepoId";
+inline constexpr std::string_view kEmptyStateDict = "EmptyStateDict";
+inline constexpr std::string_view kException = "Exception";
+inline constexpr std::string_view kHeaderChanged = "HeaderChanged";
+inline constexpr std::string_view kInvalidModelIndex = "InvalidModelIndex";
+inline constexpr std::string_view kNoClient = "NoClient";
+inline constexpr std::string_view kNotAPipeline = "NotAPipeline";
+inline constexpr std::string_view kSourceIncomplete = "SourceIncomplete";
+inline constexpr std::string_view kTruncated = "Truncated";
+inline constexpr std::string_view kUnsupportedOption = "UnsupportedOption";
+
+// ---- safetensors format (loader/safetensors/) ------------------------------
+inline constexpr std::string_view kEmptyIndex = "EmptyIndex";
+inline constexpr std::string_view kGitLfsPointer = "GitLfsPointer";
+inline constexpr std::string_view kHeaderTooLarge = "HeaderTooLarge";
+inline constexpr std::string_view kHeaderTooSmall = "HeaderTooSmall";
+inline constexpr std::string_view kHtmlPage = "HtmlPage";
+inline constexpr std::string_view kInvalidHeaderJson = "InvalidHeaderJson";
+inline constexpr std::string_view kInvalidHeaderLength = "InvalidHeaderLength";
+inline constexpr std::string_view kInvalidHeaderUtf8 = "InvalidHeaderUtf8";
+inline constexpr std::string_view kInvalidIndexJson = "InvalidIndexJson";
+inline constexpr std::string_view kInvalidOffset = "InvalidOffset";
+inline constexpr std::string_view kInvalidPattern = "InvalidPattern";
+inline constexpr std::string_view kInvalidShardName = "InvalidShardName";
+inline constexpr std::string_view kInvalidTotalSize = "InvalidTotalSize";
+inline constexpr std::string_view kListFailed = "ListFailed";
+inline constexpr std::string_view kMetadataIncompleteBuffer = "MetadataIncompleteBuffer";
+inline constexpr std::string_view kMisalignedSlice = "MisalignedSlice";
+inline constexpr std::string_view kUnknownDtype = "UnknownDtype";
+inline constexpr std::string_view kValidationOverflow = "ValidationOverflow";
+inline constexpr std::string_view kVariantMixing = "VariantMixing";
+
+// ---- LibTorch sinks (loader/torch/) ----------------------------------------
+inline constexpr std::string_view kDuplicateKey = "DuplicateKey";
+inline constexpr std::string_view kFinished = "Finished";
+inline constexpr std::string_view kInvalidRegex = "InvalidRegex";
+inline constexpr std::string_view kInvalidTensorSource = "InvalidTensorSource";
+inline constexpr std::string_view kMissingKeys = "MissingKeys";
+inline constexpr std::string_view kMkdirFailed = "MkdirFailed";
+inline constexpr std::string_view kShapeMismatch = "ShapeMismatch";
+inline constexpr std::string_view kShapeTooLarge = "ShapeTooLarge";
+inline constexpr std::string_view kSharedTensorOverlap = "SharedTensorOverlap";
+inline constexpr std::string_view kTorchError = "TorchError";
+inline constexpr std::string_view kUnexpectedKeys = "UnexpectedKeys";
+
+// ---- server (hub/server, hubload serve) ------------------------------------
+inline constexpr std::string_view kRepoNotFound = "RepoNotFound";
+inline constexpr std::string_view kRevisionNotFound = "RevisionNotFound";
+
+// ---- raised by several modules ---------------------------------------------
+inline constexpr std::string_view kDuplicateTensor = "DuplicateTensor";
+inline constexpr std::string_view kEntryNotFound = "EntryNotFound";
+inline constexpr std::string_view kIOError = "IOError";
+inline constexpr std::string_view kInvalidArgument = "InvalidArgument";
+inline constexpr std::string_view kInvalidDevice = "InvalidDevice";
+inline constexpr std::string_view kInvalidName = "InvalidName";
+inline constexpr std::string_view kInvalidTensor = "InvalidTensor";
+inline constexpr std::string_view kInvalidVariant = "InvalidVariant";
+inline constexpr std::string_view kNotFound = "NotFound";
+inline constexpr std::string_view kShortRead = "ShortRead";
+inline constexpr std::string_view kTensorInvalidInfo = "TensorInvalidInfo";
+inline constexpr std::string_view kUnsupportedDevice = "UnsupportedDevice";
 
 }  // namespace hubload::reason

@@ -91,8 +91,10 @@ struct ErrorContext {
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
-  Status(Code code, std::string message, std::string reason = {}, ErrorContext ctx = {})
-      : code_(code), message_(std::move(message)), reason_(std::move(reason)), ctx_(std::move(ctx)) {}
+  /// `reason`: a stable name callers may switch on (hubload/reasons.h
+  /// constants); empty = only the code.
+  Status(Code code, std::string message, std::string_view reason = {}, ErrorContext ctx = {})
+      : code_(code), message_(std::move(message)), reason_(reason), ctx_(std::move(ctx)) {}
 
   static Status Ok() { return Status(); }
 

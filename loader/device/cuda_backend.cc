@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 #include "loader/device/cuda_kernels.h"
 #include "loader/device/internal.h"
 
@@ -193,7 +194,7 @@ class CudaBackend final : public DeviceBackend {
     if (device < 0 || device >= devices_)
       return Status(Code::kInvalidArgument,
                     "cuda:" + std::to_string(device) + " does not exist (" + std::to_string(devices_) + " device(s))",
-                    "InvalidDevice");
+                    reason::kInvalidDevice);
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess) return CudaError(e, "cudaSetDevice(" + std::to_string(device) + ")");
     return Status::Ok();
@@ -203,7 +204,7 @@ class CudaBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = streams_.find(id);
     if (it == streams_.end())
-      return Status(Code::kInvalidArgument, "unknown CUDA stream handle " + std::to_string(id), "InvalidStream");
+      return Status(Code::kInvalidArgument, "unknown CUDA stream handle " + std::to_string(id), reason::kInvalidStream);
     return it->second;
   }
 
@@ -211,7 +212,7 @@ class CudaBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = events_.find(id);
     if (it == events_.end())
-      return Status(Code::kInvalidArgument, "unknown CUDA event handle " + std::to_string(id), "InvalidEvent");
+      return Status(Code::kInvalidArgument, "unknown CUDA event handle " + std::to_string(id), reason::kInvalidEvent);
     return it->second;
   }
 
@@ -232,9 +233,9 @@ Result<std::shared_ptr<DeviceBackend>> MakeCudaBackend() {
     return Status(Code::kUnsupported,
                   std::string("no usable CUDA device: cudaGetDeviceCount: ") + cudaGetErrorName(e) + ": " +
                       cudaGetErrorString(e),
-                  "NoCudaDevice");
+                  reason::kNoCudaDevice);
   }
-  if (n <= 0) return Status(Code::kUnsupported, "no CUDA device: cudaGetDeviceCount returned 0", "NoCudaDevice");
+  if (n <= 0) return Status(Code::kUnsupported, "no CUDA device: cudaGetDeviceCount returned 0", reason::kNoCudaDevice);
   return std::shared_ptr<DeviceBackend>(std::make_shared<CudaBackend>(n));
 }
 

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 #include "util/text.h"
 
 namespace hubload {
@@ -56,7 +57,7 @@ Result<Device> Device::Parse(std::string_view text) {
   return Status(Code::kInvalidArgument,
                 "unknown device '" + std::string(text) +
                     "': expected \"cpu\", \"cuda\", \"cuda:N\", a GPU ordinal N, or \"disk\"",
-                "InvalidDevice");
+                reason::kInvalidDevice);
 }
 
 std::string Device::ToString() const {
@@ -73,7 +74,7 @@ Result<std::map<std::string, uint64_t>> ParseMaxMemory(std::string_view spec) {
   std::string_view rest = spec;
   if (Trim(rest).empty())
     return Status(Code::kInvalidArgument, "empty max_memory spec (expected e.g. \"0=10GB,cpu=30GB\")",
-                  "InvalidMaxMemory");
+                  reason::kInvalidMaxMemory);
   while (true) {
     size_t comma = rest.find(',');
     std::string_view item = Trim(rest.substr(0, comma));
@@ -82,7 +83,7 @@ Result<std::map<std::string, uint64_t>> ParseMaxMemory(std::string_view spec) {
       return Status(Code::kInvalidArgument,
                     "max_memory entry '" + std::string(item) + "' in '" + std::string(spec) +
                         "' is not DEVICE=SIZE (e.g. \"0=10GB\", \"cuda:1=20GiB\", \"cpu=30GB\", \"disk=100GB\")",
-                    "InvalidMaxMemory");
+                    reason::kInvalidMaxMemory);
     auto dev = Device::Parse(Trim(item.substr(0, eq)));
     if (!dev.ok()) return dev.status().WithPrefix("max_memory '" + std::string(spec) + "'");
     auto size = ParseMemorySize(Trim(item.substr(eq + 1)));
@@ -90,7 +91,7 @@ Result<std::map<std::string, uint64_t>> ParseMaxMemory(std::string_view spec) {
     std::string key = dev->ToString();
     if (!out.emplace(key, *size).second)
       return Status(Code::kInvalidArgument,
-                    "max_memory '" + std::string(spec) + "' gives device " + key + " twice", "InvalidMaxMemory");
+                    "max_memory '" + std::string(spec) + "' gives device " + key + " twice", reason::kInvalidMaxMemory);
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
   }

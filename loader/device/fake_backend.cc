@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 #include "loader/device/fake_backend.h"
 #include "loader/device/internal.h"
 
@@ -67,7 +68,7 @@ struct FakeDeviceBackend::Impl {
     return Status(Code::kInvalidArgument,
                   "fake device " + std::to_string(device) + " does not exist (" + std::to_string(options.devices) +
                       " device(s))",
-                  "InvalidDevice");
+                  reason::kInvalidDevice);
   }
 
   // The allocation holding [p, p + bytes), or nullptr. Caller holds mu.
@@ -86,7 +87,7 @@ struct FakeDeviceBackend::Impl {
     return Status(Code::kInvalidArgument,
                   std::string(what) + ": " + std::to_string(bytes) + " bytes at " + buf +
                       " are not inside one fake device allocation",
-                  "InvalidDevicePointer");
+                  reason::kInvalidDevicePointer);
   }
 
   Stream* FindStream(uint64_t id) const {
@@ -182,11 +183,12 @@ Result<void*> FakeDeviceBackend::alloc_device(int device, uint64_t bytes) {
                   "out of memory on fake device " + std::to_string(device) + ": cannot allocate " +
                       std::to_string(bytes) + " bytes (" + std::to_string(used) + " of " + std::to_string(budget) +
                       " bytes in use)",
-                  "DeviceOutOfMemory");
+                  reason::kDeviceOutOfMemory);
   }
   const uint64_t capacity = RoundUp(std::max<uint64_t>(bytes, 1), 256);
   void* p = std::aligned_alloc(256, capacity);
-  if (!p) return Status(Code::kInternal, "host heap exhausted allocating fake device memory", "DeviceOutOfMemory");
+  if (!p) return Status(Code::kInternal, "host heap exhausted allocating fake device memory",
+                        reason::kDeviceOutOfMemory);
   used += bytes;
   impl_->device_allocs[reinterpret_cast<uintptr_t>(p)] = Allocation{device, bytes, capacity};
   return p;
@@ -246,7 +248,8 @@ void FakeDeviceBackend::destroy_stream(uint64_t stream) {
 Status FakeDeviceBackend::copy_to_device_async(void* dst, const void* src, uint64_t bytes, uint64_t stream) {
   std::lock_guard<std::mutex> lk(impl_->mu);
   Stream* s = impl_->FindStream(stream);
-  if (!s) return Status(Code::kInvalidArgument, "unknown fake stream " + std::to_string(stream), "InvalidStream");
+  if (!s) return Status(Code::kInvalidArgument, "unknown fake stream " + std::to_string(stream),
+                        reason::kInvalidStream);
   if (!impl_->Find(dst, bytes)) return impl_->OutsideDeviceMemory("copy_to_device_async destination", dst, bytes);
   Op op;
   op.kind = FakeDeviceEvent::Op::kCopy;
@@ -267,7 +270,8 @@ Status FakeDeviceBackend::convert_async(void* dst, Dtype dst_dtype, const void* 
   HUBLOAD_RETURN_IF_ERROR(device_internal::CheckConversion(dst_dtype, src_dtype));
   std::lock_guard<std::mutex> lk(impl_->mu);
   Stream* s = impl_->FindStream(stream);
-  if (!s) return Status(Code::kInvalidArgument, "unknown fake stream " + std::to_string(stream), "InvalidStream");
+  if (!s) return Status(Code::kInvalidArgument, "unknown fake stream " + std::to_string(stream),
+                        reason::kInvalidStream);
   const uint64_t src_bytes = count * static_cast<uint64_t>(safetensors::DtypeBits(src_dtype) / 8);
   const uint64_t dst_bytes = count * static_cast<uint64_t>(safetensors::DtypeBits(dst_dtype) / 8);
   if (!impl_->Find(src, src_bytes)) return impl_->OutsideDeviceMemory("convert_async source", src, src_bytes);
@@ -284,7 +288,8 @@ Status FakeDeviceBackend::convert_async(void* dst, Dtype dst_dtype, const void* 
 Result<uint64_t> FakeDeviceBackend::record_event(uint64_t stream) {
   std::lock_guard<std::mutex> lk(impl_->mu);
   Stream* s = impl_->FindStream(stream);
-  if (!s) return Status(Code::kInvalidArgument, "unknown fake stream " + std::to_string(stream), "InvalidStream");
+  if (!s) return Status(Code::kInvalidArgument, "unknown fake stream " + std::to_string(stream),
+                        reason::kInvalidStream);
   uint64_t id = impl_->next_id++;
   impl_->events[id] = false;
   impl_->log.push_back(FakeDeviceEvent{FakeDeviceEvent::Op::kRecord, stream, nullptr, 0, id});
@@ -299,7 +304,7 @@ Result<uint64_t> FakeDeviceBackend::record_event(uint64_t stream) {
 Status FakeDeviceBackend::wait_event(uint64_t event) {
   std::unique_lock<std::mutex> lk(impl_->mu);
   if (!impl_->events.count(event))
-    return Status(Code::kInvalidArgument, "unknown fake event " + std::to_string(event), "InvalidEvent");
+    return Status(Code::kInvalidArgument, "unknown fake event " + std::to_string(event), reason::kInvalidEvent);
   impl_->done_cv.wait(lk, [&] {
     auto it = impl_->events.find(event);
     return it == impl_->events.end() || it->second;
@@ -311,7 +316,7 @@ Result<bool> FakeDeviceBackend::event_done(uint64_t event) {
   std::lock_guard<std::mutex> lk(impl_->mu);
   auto it = impl_->events.find(event);
   if (it == impl_->events.end())
-    return Status(Code::kInvalidArgument, "unknown fake event " + std::to_string(event), "InvalidEvent");
+    return Status(Code::kInvalidArgument, "unknown fake event " + std::to_string(event), reason::kInvalidEvent);
   return it->second;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 #include "loader/device/dtype_rules.h"
 
 namespace hubload::device_internal {
@@ -33,7 +34,7 @@ inline Status CheckConversion(Dtype dst, Dtype src) {
   return Status(Code::kUnsupported,
                 std::string("no device conversion from ") + safetensors::DtypeName(src) + " to " +
                     safetensors::DtypeName(dst) + " (supported: BF16/F16/F8_E4M3/F8_E5M2/F32 -> F32/F16/BF16)",
-                "UnsupportedConversion");
+                reason::kUnsupportedConversion);
 }
 
 /// "cpu", "cuda:N", "disk" (the same spelling as Device::ToString, kept here

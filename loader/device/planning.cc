@@ -65,7 +65,7 @@ Result<Tree> BuildTree(const std::vector<TensorFootprint>& tensors) {
     if (!name.empty() && name[0] == '.')
       return Status(Code::kInvalidArgument,
                     "tensor '" + name + "' starts with '.': a device_map prefix cannot name its empty first segment",
-                    "InvalidTensorName");
+                    reason::kInvalidTensorName);
     int cur = 0;
     t.nodes[0].bytes += tensors[i].bytes;
     t.nodes[0].num_tensors++;
@@ -91,7 +91,7 @@ Result<Tree> BuildTree(const std::vector<TensorFootprint>& tensors) {
     }
     if (t.nodes[cur].tensor)
       return Status(Code::kInvalidArgument, "tensor '" + name + "' is listed twice in the checkpoint's tensors",
-                    "DuplicateTensor");
+                    reason::kDuplicateTensor);
     t.nodes[cur].tensor = i;
   }
   return t;
@@ -147,7 +147,7 @@ Result<Limits> BuildTargets(const DeviceMapOptions& options, const std::vector<u
         return Status(Code::kInvalidArgument,
                       "max_memory names " + d->ToString() + " but only " + std::to_string(gpu_free_bytes.size()) +
                           " GPU(s) are available",
-                      "UnknownDevice");
+                      reason::kUnknownDevice);
       gpu_limits[d->index] = bytes;
     } else if (d->kind == Device::Kind::kCpu) {
       cpu_limit = bytes;
@@ -341,14 +341,14 @@ Status CheckEntriesMatch(const std::vector<TensorFootprint>& tensors,
                 "device_map entr" + std::string(n == 1 ? "y " : "ies ") + bad + " match" + (n == 1 ? "es" : "") +
                     " no tensor of the checkpoint (a device_map key is a module prefix of tensor names, as in "
                     "accelerate)",
-                std::string(reason::kDeviceMapEntryUnmatched));
+                reason::kDeviceMapEntryUnmatched);
 }
 
 Result<DeviceMapPlan> PlanExplicit(const std::vector<TensorFootprint>& tensors, const DeviceMapOptions& options,
                                    const std::vector<uint64_t>& gpu_free_bytes, const Tree& tree) {
   if (options.explicit_map.empty())
     return Status(Code::kInvalidArgument, "explicit device_map is empty (give PREFIX=DEVICE entries)",
-                  "InvalidDeviceMap");
+                  reason::kInvalidDeviceMap);
   // Limits: GPUs from max_memory (capped by free memory) or free memory; cpu and disk unlimited unless listed.
   std::map<std::string, uint64_t> limit;
   for (const auto& [key, bytes] : options.max_memory) {
@@ -361,12 +361,13 @@ Result<DeviceMapPlan> PlanExplicit(const std::vector<TensorFootprint>& tensors, 
   std::set<std::string> prefixes;
   for (const auto& [prefix, dev] : options.explicit_map) {
     if (!prefixes.insert(prefix).second)
-      return Status(Code::kInvalidArgument, "device_map gives prefix '" + prefix + "' twice", "InvalidDeviceMap");
+      return Status(Code::kInvalidArgument, "device_map gives prefix '" + prefix + "' twice",
+                    reason::kInvalidDeviceMap);
     if (dev.kind == Device::Kind::kCuda && (dev.index < 0 || dev.index >= static_cast<int>(gpu_free_bytes.size())))
       return Status(Code::kInvalidArgument,
                     "device_map puts '" + prefix + "' on " + dev.ToString() + " but only " +
                         std::to_string(gpu_free_bytes.size()) + " GPU(s) are available",
-                    "UnknownDevice");
+                    reason::kUnknownDevice);
     std::string key = dev.ToString();
     if (target_of.count(key)) continue;
     Target t;
@@ -390,7 +391,7 @@ Result<DeviceMapPlan> PlanExplicit(const std::vector<TensorFootprint>& tensors, 
       return Status(Code::kInvalidArgument,
                     "device_map does not cover tensor '" + tensors[i].name +
                         "': no prefix matches it (add an entry for it or one of its modules, or \"\" for the rest)",
-                    "UncoveredTensor");
+                    reason::kUncoveredTensor);
     size_t k = target_of[best->second.ToString()];
     Target& t = targets[k];
     if (t.limit != kUnlimited && (t.used > t.limit || tensors[i].bytes > t.limit - t.used)) {
@@ -398,7 +399,7 @@ Result<DeviceMapPlan> PlanExplicit(const std::vector<TensorFootprint>& tensors, 
                     "device_map entry '" + best->first + "' -> " + t.key + " does not fit: tensor '" + tensors[i].name +
                         "' (" + Bytes(tensors[i].bytes) + ") exceeds " + t.key + "'s limit of " + Bytes(t.limit) +
                         " (" + Bytes(t.used) + " already placed there)",
-                    "DoesNotFit");
+                    reason::kDoesNotFit);
     }
     t.used += tensors[i].bytes;
     tensor_target[i] = static_cast<int>(k);
@@ -441,7 +442,7 @@ Result<DeviceMapOptions> ParseDeviceMap(std::string_view spec) {
                   "invalid device_map '" + std::string(spec) +
                       "': expected auto, balanced, balanced_low_0, sequential, or PREFIX=DEVICE,... (e.g. "
                       "\"text_model=0,lm_head=cpu\", \"=cuda:0\" for the whole model)",
-                  "InvalidDeviceMap");
+                  reason::kInvalidDeviceMap);
   o.strategy = S::kExplicit;
   std::string_view rest = t;
   while (true) {
@@ -451,7 +452,7 @@ Result<DeviceMapOptions> ParseDeviceMap(std::string_view spec) {
     if (eq == std::string_view::npos)
       return Status(Code::kInvalidArgument,
                     "device_map entry '" + std::string(item) + "' in '" + std::string(spec) + "' is not PREFIX=DEVICE",
-                    "InvalidDeviceMap");
+                    reason::kInvalidDeviceMap);
     auto dev = Device::Parse(TrimSpaces(item.substr(eq + 1)));
     if (!dev.ok()) return dev.status().WithPrefix("device_map entry '" + std::string(item) + "'");
     o.explicit_map.emplace_back(std::string(TrimSpaces(item.substr(0, eq))), *dev);
@@ -480,7 +481,7 @@ Result<DeviceMapPlan> PlanDeviceMap(const std::vector<TensorFootprint>& tensors,
       return Status(Code::kInvalidArgument,
                     "empty no_split module pattern (write dotted module names, '*' for any one segment, e.g. "
                     "\"model.layers.*\")",
-                    "InvalidNoSplit");
+                    reason::kInvalidNoSplit);
     no_split.push_back(Split(p));
   }
   HUBLOAD_ASSIGN_OR_RETURN(Limits limits, BuildTargets(options, gpu_free_bytes));
@@ -516,7 +517,7 @@ Result<DeviceMapPlan> PlanDeviceMap(const std::vector<TensorFootprint>& tensors,
                     "the model does not fit the device limits: " + what + DescribeNode(node) + " (" +
                         Bytes(node.bytes) + ") fits on no device after the ones before it were placed; space left: " +
                         SpaceLeft(targets, limits.disk_listed),
-                    "DoesNotFit");
+                    reason::kDoesNotFit);
     }
     Target& t = targets[cur];
     if (t.used <= t.limit && node.bytes <= t.limit - t.used) {

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 #include "loader/device/internal.h"
 
 namespace hubload {
@@ -34,7 +35,7 @@ Status Named(Status st, const std::string& label, const std::string& tensor) {
   return st;
 }
 
-Status Invalid(const std::string& message, const std::string& reason) {
+Status Invalid(const std::string& message, std::string_view reason) {
   return Status(Code::kInvalidArgument, "StagingLoader: " + message, reason);
 }
 
@@ -185,15 +186,15 @@ struct StagingLoader::Impl {
 
 Result<std::unique_ptr<StagingLoader>> StagingLoader::Create(std::shared_ptr<DeviceBackend> backend,
                                                              StagingOptions options) {
-  if (!backend) return Invalid("no backend", "InvalidOptions");
+  if (!backend) return Invalid("no backend", reason::kInvalidOptions);
   if (options.buffer_bytes < 8)
     return Invalid("buffer_bytes must be at least 8 (one element of any dtype), got " +
                        std::to_string(options.buffer_bytes),
-                   "InvalidOptions");
+                   reason::kInvalidOptions);
   if (options.num_buffers < 2)
-    return Invalid("num_buffers must be >= 2, got " + std::to_string(options.num_buffers), "InvalidOptions");
+    return Invalid("num_buffers must be >= 2, got " + std::to_string(options.num_buffers), reason::kInvalidOptions);
   if (options.num_streams < 2)
-    return Invalid("num_streams must be >= 2, got " + std::to_string(options.num_streams), "InvalidOptions");
+    return Invalid("num_streams must be >= 2, got " + std::to_string(options.num_streams), reason::kInvalidOptions);
   std::unique_ptr<StagingLoader> loader(new StagingLoader());
   loader->impl_ = std::make_unique<Impl>();
   Impl& impl = *loader->impl_;
@@ -217,9 +218,9 @@ Status StagingLoader::LoadShard(const std::string& label, const safetensors::Hea
                                 const ShardReader& reader, const std::function<Device(const std::string&)>& place,
                                 DeviceStateDict* out) {
   Impl& impl = *impl_;
-  if (!out) return Invalid("no output state dict", "InvalidArgument");
+  if (!out) return Invalid("no output state dict", reason::kInvalidArgument);
   if (out->backend() != impl.backend.get())
-    return Invalid("the output DeviceStateDict must be created with the loader's backend", "InvalidArgument");
+    return Invalid("the output DeviceStateDict must be created with the loader's backend", reason::kInvalidArgument);
   const size_t first_new = out->tensors().size();
 
   // On failure: let the queued copies finish, then free what this call added.
@@ -237,20 +238,20 @@ Status StagingLoader::LoadShard(const std::string& label, const safetensors::Hea
     const uint64_t bits = t.num_elements() * static_cast<uint64_t>(safetensors::DtypeBits(t.dtype));
     if (t.end < t.begin || header.data_start + t.end > header.file_size || t.nbytes() * 8 != bits)
       return fail(Named(Status(Code::kInvalidFormat, "data_offsets do not match the header's file size and shape",
-                               "TensorInvalidInfo"),
+                               reason::kTensorInvalidInfo),
                         label, t.name));
     const Device d = place(t.name);
     if (d.kind == Device::Kind::kDisk)
       return fail(Named(Status(Code::kInvalidArgument,
                                "device 'disk' is not a staging target (offloaded tensors are not loaded)",
-                               "UnsupportedDevice"),
+                               reason::kUnsupportedDevice),
                         label, t.name));
     if (d.kind == Device::Kind::kCuda && (d.index < 0 || d.index >= impl.backend->device_count()))
       return fail(Named(Status(Code::kInvalidArgument,
                                "device '" + device_internal::DeviceName(d) + "' does not exist (the " +
                                    impl.backend->name() + " backend has " +
                                    std::to_string(impl.backend->device_count()) + " device(s))",
-                               "InvalidDevice"),
+                               reason::kInvalidDevice),
                         label, t.name));
     const std::optional<Dtype> target = TargetDtypeToDtype(impl.options.target_dtype);
     const bool convert = target && device_internal::ConvertibleElem(t.dtype) && *target != t.dtype;
@@ -267,7 +268,7 @@ Status StagingLoader::LoadShard(const std::string& label, const safetensors::Hea
         if (!dt.data)
           return fail(Named(Status(Code::kInternal,
                                    "cannot allocate " + std::to_string(dt.bytes) + " bytes of host memory",
-                                   "HostOutOfMemory"),
+                                   reason::kHostOutOfMemory),
                             label, t.name));
       } else {
         auto p = impl.backend->alloc_device(d.index, dt.bytes);

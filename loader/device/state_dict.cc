@@ -4,12 +4,13 @@
 #include <cstring>
 
 #include "hubload/device.h"
+#include "hubload/reasons.h"
 #include "loader/device/internal.h"
 
 namespace hubload {
 
 namespace {
-Status TensorError(const std::string& tensor, const std::string& message, const std::string& reason) {
+Status TensorError(const std::string& tensor, const std::string& message, std::string_view reason) {
   Status st(Code::kInvalidArgument, message, reason);
   st.mutable_context().tensor = tensor;
   return st;
@@ -51,7 +52,7 @@ Result<std::vector<uint8_t>> DeviceStateDict::CopyToHost(const DeviceTensor& t) 
   std::vector<uint8_t> out(t.bytes);
   if (t.bytes == 0) return out;
   if (!t.data)
-    return TensorError(t.name, "tensor '" + t.name + "' has no data", "InvalidTensor");
+    return TensorError(t.name, "tensor '" + t.name + "' has no data", reason::kInvalidTensor);
   if (t.device.kind == Device::Kind::kCpu) {
     std::memcpy(out.data(), t.data, t.bytes);
     return out;
@@ -60,7 +61,7 @@ Result<std::vector<uint8_t>> DeviceStateDict::CopyToHost(const DeviceTensor& t) 
     return TensorError(t.name,
                        "tensor '" + t.name + "' is on " + device_internal::DeviceName(t.device) +
                            " but the state dict has no backend",
-                       "NoBackend");
+                       reason::kNoBackend);
   Status st = backend_->copy_to_host(out.data(), t.data, t.bytes, t.device.index);
   if (!st.ok()) {
     st = st.WithPrefix("copying tensor '" + t.name + "' from " + device_internal::DeviceName(t.device));

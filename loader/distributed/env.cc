@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hubload/distributed.h"
+#include "hubload/reasons.h"
 #include "loader/distributed/plan.h"
 
 namespace hubload::distributed {
@@ -36,14 +37,14 @@ Status ParseInt(const std::string& var, const std::string& text, long lo, long h
   }
   if (t.empty() || t.size() > 18 || t.find_first_not_of("0123456789") != std::string::npos) {
     return Status(Code::kInvalidArgument, "environment variable " + var + "='" + text + "' is not a non-negative integer",
-                  "BadEnvironment");
+                  reason::kBadEnvironment);
   }
   long v = std::strtol(t.c_str(), nullptr, 10);
   if (v < lo || v > hi) {
     return Status(Code::kInvalidArgument,
                   "environment variable " + var + "=" + text + " is out of range [" + std::to_string(lo) + ", " +
                       std::to_string(hi) + "]",
-                  "BadEnvironment");
+                  reason::kBadEnvironment);
   }
   *out = v;
   return Status::Ok();
@@ -63,25 +64,25 @@ Result<DistEnv> EnvFromEnvironment() {
   if (!FirstSet({"MASTER_ADDR"}, &v, &which) || v.empty()) {
     return Status(Code::kInvalidArgument,
                   "environment variable MASTER_ADDR is not set (host of rank 0, as torchrun's env:// rendezvous)",
-                  "BadEnvironment");
+                  reason::kBadEnvironment);
   }
   env.master_addr = v;
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) env.gloo_socket_ifname = ifname;
   if (!FirstSet({"MASTER_PORT"}, &v, &which)) {
     return Status(Code::kInvalidArgument, "environment variable MASTER_PORT is not set (TCP port of the rendezvous store)",
-                  "BadEnvironment");
+                  reason::kBadEnvironment);
   }
   HUBLOAD_RETURN_IF_ERROR(ParseInt(which, v, 1, 65535, false, &n));
   env.master_port = static_cast<uint16_t>(n);
   if (!FirstSet({"WORLD_SIZE", "SLURM_NTASKS"}, &v, &which)) {
     return Status(Code::kInvalidArgument, "neither WORLD_SIZE nor SLURM_NTASKS is set (number of ranks in the job)",
-                  "BadEnvironment");
+                  reason::kBadEnvironment);
   }
   HUBLOAD_RETURN_IF_ERROR(ParseInt(which, v, 1, 1 << 20, false, &n));
   env.world_size = static_cast<int>(n);
   if (!FirstSet({"RANK", "SLURM_PROCID", "JOB_COMPLETION_INDEX"}, &v, &which)) {
     return Status(Code::kInvalidArgument, "none of RANK, SLURM_PROCID, JOB_COMPLETION_INDEX is set (this process's rank)",
-                  "BadEnvironment");
+                  reason::kBadEnvironment);
   }
   HUBLOAD_RETURN_IF_ERROR(ParseInt(which, v, 0, env.world_size - 1, false, &n));
   env.rank = static_cast<int>(n);
@@ -102,7 +103,8 @@ Result<DistEnv> EnvFromEnvironment() {
 }
 
 Status Validate(const DistEnv& e) {
-  auto bad = [](const std::string& what) { return Status(Code::kInvalidArgument, "distributed job: " + what, "BadTopology"); };
+  auto bad = [](const std::string& what) { return Status(Code::kInvalidArgument, "distributed job: " + what,
+                                                         reason::kBadTopology); };
   if (e.master_addr.empty()) return bad("master_addr (MASTER_ADDR) is empty");
   if (e.master_port == 0) return bad("master_port (MASTER_PORT) must be 1..65535, got 0");
   if (e.world_size < 1) return bad("world_size must be >= 1, got " + std::to_string(e.world_size));

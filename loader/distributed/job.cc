@@ -21,6 +21,7 @@
 #include <set>
 
 #include "loader/distributed/records.h"
+#include "hubload/reasons.h"
 
 namespace hubload::distributed {
 namespace {
@@ -66,9 +67,9 @@ class JobImpl {
     HUBLOAD_RETURN_IF_ERROR(Validate(env_));
     if (opt_.chunk_bytes < 1024 || opt_.chunk_bytes > (1ull << 30))
       return Status(Code::kInvalidArgument,
-                    "chunk_bytes must be 1 KiB .. 1 GiB, got " + std::to_string(opt_.chunk_bytes), "BadOption");
+                    "chunk_bytes must be 1 KiB .. 1 GiB, got " + std::to_string(opt_.chunk_bytes), reason::kBadOption);
     if (!(opt_.timeout_s > 0) || !(opt_.heartbeat_timeout_s > 0))
-      return Status(Code::kInvalidArgument, "timeout_s and heartbeat_timeout_s must be > 0", "BadOption");
+      return Status(Code::kInvalidArgument, "timeout_s and heartbeat_timeout_s must be > 0", reason::kBadOption);
     prefix_ = opt_.store_prefix + "/";
     // Gloo writes to peer sockets with plain write(): a dead peer would kill
     // this process with SIGPIPE instead of failing the collective.
@@ -87,7 +88,7 @@ class JobImpl {
       return Status(Code::kNetwork,
                     env_.Describe() + ": rendezvous with the store at " + env_.master_addr + ":" +
                         std::to_string(env_.master_port) + " failed within " + Fmt1(opt_.timeout_s) + " s: " + e.what(),
-                    "Rendezvous");
+                    reason::kRendezvous);
     }
     monitor_ = std::thread([this] { MonitorLoop(); });
     // Topology: every rank says where it is; the leaders are the LOCAL_RANK 0s.
@@ -111,13 +112,13 @@ class JobImpl {
       if (it == leaders_of_node.end())
         return Fail(Status(Code::kInvalidArgument,
                            "node " + std::to_string(n) + " has no rank with LOCAL_RANK 0 (its cache would have no writer)",
-                           "BadTopology"));
+                           reason::kBadTopology));
       if (it->second.size() > 1)
         return Fail(Status(Code::kInvalidArgument,
                            "node " + std::to_string(n) + " has " + std::to_string(it->second.size()) +
                                " ranks with LOCAL_RANK 0 (ranks " + std::to_string(it->second[0]) + " and " +
                                std::to_string(it->second[1]) + "): check LOCAL_RANK / GROUP_RANK",
-                           "BadTopology"));
+                           reason::kBadTopology));
       leader_ranks_.push_back(it->second[0]);
     }
     std::sort(leader_ranks_.begin(), leader_ranks_.end());
@@ -145,7 +146,7 @@ class JobImpl {
     } catch (const std::exception& e) {
       return Fail(Status(Code::kNetwork, "rank " + std::to_string(env_.rank) +
                                              ": creating the Gloo process group of the node leaders failed: " + e.what(),
-                         "Rendezvous"));
+                         reason::kRendezvous));
     }
     return Status::Ok();
   }
@@ -202,7 +203,7 @@ class JobImpl {
         return Fail(Status(Code::kNetwork,
                            "rank " + std::to_string(env_.rank) + " timed out after " + Fmt1(timeout_s) +
                                " s waiting for " + what,
-                           "Timeout"));
+                           reason::kTimeout));
       SleepMs(sleep_ms);
       sleep_ms = std::min(sleep_ms * 2, 20);
     }
@@ -325,7 +326,7 @@ class JobImpl {
         return Fail(Status(Code::kNetwork,
                                 "rank " + std::to_string(env().rank) + ": " + what + " timed out after " +
                                     Fmt1(limit) + " s",
-                                "BroadcastTimeout"));
+                                reason::kBroadcastTimeout));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -345,7 +346,7 @@ class JobImpl {
       SleepMs(20);
     }
     return Fail(Status(Code::kNetwork, "rank " + std::to_string(env().rank) + ": " + what + " failed: " + msg,
-                            "BroadcastFailed"));
+                            reason::kBroadcastFailed));
   }
 
   // Broadcasts n bytes in place from leader `root` (Job::Broadcast).
@@ -360,7 +361,7 @@ class JobImpl {
     } catch (const std::exception& e) {
       MarkGroupBroken();
       return Fail(Status(Code::kNetwork, "rank " + std::to_string(env_.rank) + ": " + what + " failed: " + e.what(),
-                         "BroadcastFailed"));
+                         reason::kBroadcastFailed));
     }
     return WaitWork(work, what);
   }
@@ -379,7 +380,7 @@ class JobImpl {
               "rank " + std::to_string(env_.rank) + " lost the rendezvous store at " + env_.master_addr + ":" +
                   std::to_string(env_.master_port) + " (hosted by rank 0: rank 0 died or is unreachable) while " +
                   Activity() + ": " + what,
-              "StoreLost");
+              reason::kStoreLost);
     std::lock_guard<std::mutex> l(abort_mu_);
     if (!abort_) abort_ = st;
     return *abort_;
@@ -425,7 +426,7 @@ class JobImpl {
           (void)Fail(Status(Code::kNetwork,
                             "rank " + std::to_string(watched) + " died or stopped responding (no heartbeat for " +
                                 Fmt1(Since(last_change)) + " s) while " + act,
-                            "RankDied"));
+                            reason::kRankDied));
         }
       } catch (const std::exception& e) {
         (void)StoreLost(e.what());

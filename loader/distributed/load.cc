@@ -11,6 +11,7 @@
 
 #include "hubload/distributed.h"
 #include "hubload/torch_loader.h"
+#include "hubload/reasons.h"
 #include "loader/distributed/transfer.h"
 #include "loader/pipeline/plan.h"
 #include "loader/pipeline/torch_sink.h"
@@ -37,7 +38,7 @@ class NodeCacheSource : public pipeline_internal::ShardSource {
     size_t remaining = idx.size();
     int sleep_ms = 1;
     while (remaining > 0) {
-      if (events.cancel_flag()->load()) return Status(Code::kCancelled, "load cancelled", "Cancelled");
+      if (events.cancel_flag()->load()) return Status(Code::kCancelled, "load cancelled", reason::kCancelled);
       if (auto a = job_.Aborted()) return *a;
       bool progressed = false;
       // In load order: a shard is handed over once this node holds it.
@@ -178,7 +179,8 @@ Result<LoadResult> Load(const HubClient& client, const LoadRequest& request, con
       HUBLOAD_RETURN_IF_ERROR(job.WaitKeys({"nodedone/" + std::to_string(job.node()) + "/" + std::to_string(idx)},
                                            "the index " + info.index_file, -1));
       auto pointer = cache.CachedPointer(plan.commit, info.index_file);
-      if (!pointer) return Status(Code::kNotFound, info.index_file + " is missing from " + info.root, "NotFound");
+      if (!pointer) return Status(Code::kNotFound, info.index_file + " is missing from " + info.root,
+                                  reason::kNotFound);
       HUBLOAD_ASSIGN_OR_RETURN(fp.index, safetensors::ReadIndex(*pointer));
     }
     pipeline_internal::TorchSink sink(

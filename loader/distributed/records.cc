@@ -159,7 +159,7 @@ Status ErrorFromRecord(std::string_view text, std::string_view key) {
   }();
   if (read.ok()) return recorded;
   return Status(Code::kInternal, "job failed (" + read.message() + "): " + std::string(text),
-                std::string(reason::kJobFailed));
+                reason::kJobFailed);
 }
 
 }  // namespace hubload::distributed::internal

@@ -17,6 +17,7 @@
 #include "cache/blob_store.h"
 #include "loader/distributed/plan.h"
 #include "loader/distributed/records.h"
+#include "hubload/reasons.h"
 
 namespace hubload::distributed {
 
@@ -377,7 +378,7 @@ Status RunTransfer(Job& job, const HubClient& client, const PrefetchRequest& req
 Status CheckClient(const HubClient& client) {
   if (client.options().config.cache_dir.empty())
     return Status(Code::kInvalidArgument, "distributed prefetch needs the client's cache_dir (this node's cache folder)",
-                  "BadOption");
+                  reason::kBadOption);
   return Status::Ok();
 }
 

@@ -40,7 +40,7 @@ Status FdSource::ReadAt(uint64_t offset, void* dst, size_t n) const {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return util::IoError("cannot read", label_, errno);
     if (r == 0) {
-      return Error("ShortRead", label_,
+      return Error(reason::kShortRead, label_,
                    "file ended at " + std::to_string(offset + done) + " bytes (it shrank while being read)", {},
                    Code::kIOError);
     }
@@ -54,27 +54,7 @@ Status Error(std::string_view reason, std::string_view label, const std::string&
   ErrorContext ctx;
   ctx.file = std::string(label);
   ctx.tensor = std::string(tensor);
-  return Status(code, std::string(label) + ": " + what, std::string(reason), std::move(ctx));
-}
-
-std::string Quote(std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (out.size() > 80) {
-      out += "...";
-      break;
-    }
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += "\\x";
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  return out + "\"";
+  return Status(code, std::string(label) + ": " + what, reason, std::move(ctx));
 }
 
 Status FinishCheckpoint(StateDictPickle&& sd, const Source& src, Checkpoint* out) {
@@ -83,7 +63,7 @@ Status FinishCheckpoint(StateDictPickle&& sd, const Source& src, Checkpoint* out
   for (const Storage& s : sd.storages) {
     if (s.offset > src.size() || s.nbytes > src.size() - s.offset) {
       return Error(reason::kPickleStorageSize, src.label(),
-                   "storage " + Quote(s.key) + " (" + std::to_string(s.nbytes) + " bytes at " +
+                   "storage " + util::Quoted(s.key) + " (" + std::to_string(s.nbytes) + " bytes at " +
                        std::to_string(s.offset) + ") lies outside the file (" + std::to_string(src.size()) +
                        " bytes)");
     }
@@ -96,7 +76,7 @@ Status FinishCheckpoint(StateDictPickle&& sd, const Source& src, Checkpoint* out
     if (s.nbytes == 0) continue;
     if (prev && prev->offset + prev->nbytes > s.offset) {
       return Error(reason::kPickleStorageSize, src.label(),
-                   "storages " + Quote(prev->key) + " and " + Quote(s.key) + " overlap in the file");
+                   "storages " + util::Quoted(prev->key) + " and " + util::Quoted(s.key) + " overlap in the file");
     }
     prev = &s;
   }
@@ -195,7 +175,7 @@ Result<Checkpoint> ReadCheckpointFile(const std::string& path, const Limits& lim
   if (::fstat(fd, &st) != 0) {
     r = util::IoError("cannot stat", path, errno);
   } else if (!S_ISREG(st.st_mode)) {
-    r = internal::Error("IOError", path, "not a regular file", {}, Code::kIOError);
+    r = internal::Error(reason::kIOError, path, "not a regular file", {}, Code::kIOError);
   } else {
     r = ReadCheckpointFd(fd, static_cast<uint64_t>(st.st_size), path, limits);
   }

@@ -10,6 +10,7 @@
 
 #include "hubload/pickle.h"
 #include "hubload/status.h"
+#include "util/text.h"
 
 namespace hubload::pickle::internal {
 
@@ -60,8 +61,6 @@ class FdSource final : public Source {
 Status Error(std::string_view reason, std::string_view label, const std::string& what,
              std::string_view tensor = {}, Code code = Code::kInvalidFormat);
 
-/// `"text"` for messages: printable ASCII kept, other bytes as \xNN, cut at 80.
-std::string Quote(std::string_view s);
 
 /// What the unpickler found in a state-dict pickle: storages (offset unset,
 /// nbytes = numel x element size) and tensors (geometry checked against that

@@ -117,30 +117,31 @@ Result<Checkpoint> ReadLegacy(const Source& src, const Limits& limits) {
     auto it = sd.by_key.find(k.bytes);
     if (it == sd.by_key.end()) {
       return Error(reason::kPickleMalformed, src.label(),
-                   "legacy storage key list names " + Quote(k.bytes) + ", which no tensor uses");
+                   "legacy storage key list names " + util::Quoted(k.bytes) + ", which no tensor uses");
     }
     Storage& s = sd.storages[it->second];
     if (placed[it->second]) {
-      return Error(reason::kPickleMalformed, src.label(), "legacy storage key " + Quote(k.bytes) + " listed twice");
+      return Error(reason::kPickleMalformed, src.label(),
+                   "legacy storage key " + util::Quoted(k.bytes) + " listed twice");
     }
     placed[it->second] = true;
     uint8_t count_le[8];
     if (src.size() - pos < 8) {
       return Error(reason::kPickleStorageSize, src.label(),
-                   "file ends before storage " + Quote(s.key) + " (truncated)");
+                   "file ends before storage " + util::Quoted(s.key) + " (truncated)");
     }
     HUBLOAD_RETURN_IF_ERROR(src.ReadAt(pos, count_le, 8));
     uint64_t count = 0;
     for (int i = 0; i < 8; ++i) count |= static_cast<uint64_t>(count_le[i]) << (8 * i);
     if (count != s.numel) {
       return Error(reason::kPickleStorageSize, src.label(),
-                   "storage " + Quote(s.key) + " is recorded with " + std::to_string(count) +
+                   "storage " + util::Quoted(s.key) + " is recorded with " + std::to_string(count) +
                        " elements but the pickle declares " + std::to_string(s.numel));
     }
     s.offset = pos + 8;
     if (s.nbytes > src.size() - s.offset) {
       return Error(reason::kPickleStorageSize, src.label(),
-                   "storage " + Quote(s.key) + " (" + std::to_string(s.nbytes) +
+                   "storage " + util::Quoted(s.key) + " (" + std::to_string(s.nbytes) +
                        " bytes) reaches past the end of the file (truncated)");
     }
     pos = s.offset + s.nbytes;
@@ -148,7 +149,7 @@ Result<Checkpoint> ReadLegacy(const Source& src, const Limits& limits) {
   for (size_t i = 0; i < sd.storages.size(); ++i) {
     if (!placed[i]) {
       return Error(reason::kPickleStorageMissing, src.label(),
-                   "storage key " + Quote(sd.storages[i].key) + " is not in the legacy storage key list");
+                   "storage key " + util::Quoted(sd.storages[i].key) + " is not in the legacy storage key list");
     }
   }
   Checkpoint out;

@@ -133,7 +133,7 @@ std::string Dims(const std::vector<uint64_t>& v) {
 // offset + sum((size_i - 1) * stride_i) must address an element inside the storage.
 Status CheckExtent(std::string_view label, const Tensor& t, const Storage& s) {
   auto fail = [&](const std::string& what) {
-    return Error(reason::kPickleTensorOutOfRange, label, "tensor " + Quote(t.name) + ": " + what, t.name);
+    return Error(reason::kPickleTensorOutOfRange, label, "tensor " + util::Quoted(t.name) + ": " + what, t.name);
   };
   uint64_t numel = 1;
   for (uint64_t d : t.shape) {
@@ -151,7 +151,7 @@ Status CheckExtent(std::string_view label, const Tensor& t, const Storage& s) {
   if (__builtin_add_overflow(last, 1, &end) || __builtin_mul_overflow(end, ElementSize(t.dtype), &end) ||
       end > s.nbytes) {
     return fail("size " + Dims(t.shape) + ", stride " + Dims(t.stride) + ", storage_offset " +
-                std::to_string(t.storage_offset) + " reaches past storage " + Quote(s.key) + " (" +
+                std::to_string(t.storage_offset) + " reaches past storage " + util::Quoted(s.key) + " (" +
                 std::to_string(s.nbytes) + " bytes)");
   }
   return Status::Ok();
@@ -168,13 +168,13 @@ class TorchHooks final : public Hooks {
     if (it != table.end()) return m.NewNode(Kind::kGlobal, static_cast<uint32_t>(it->second.id), it->second.payload);
     if (TorchAllowsButUnsupported(full)) {
       return m.Fail(reason::kPickleUnsupportedGlobal,
-                    "global " + Quote(full) +
+                    "global " + util::Quoted(full) +
                         " (allowed by torch.load(weights_only=True)) is not supported by hubload: only dense "
                         "tensors of plain state dicts are loaded",
                     Code::kUnsupported);
     }
     return m.Fail(reason::kPickleUnsafeGlobal,
-                  "refusing global " + Quote(full) +
+                  "refusing global " + util::Quoted(full) +
                       ": not in the allow-list of a state dict (as torch.load(weights_only=True)); nothing "
                       "was imported or run");
   }
@@ -211,13 +211,14 @@ class TorchHooks final : public Hooks {
     if (found != out_.by_key.end()) {
       const Storage& s = out_.storages[found->second];
       if (s.dtype != dtype || s.numel != numel) {
-        return m.Fail(reason::kPickleMalformed, "storage key " + Quote(key) + " is used with two different types or sizes");
+        return m.Fail(reason::kPickleMalformed,
+                      "storage key " + util::Quoted(key) + " is used with two different types or sizes");
       }
       return m.NewNode(Kind::kStorage, found->second, untyped);
     }
     uint64_t nbytes = 0;
     if (__builtin_mul_overflow(numel, ElementSize(dtype), &nbytes)) {
-      return m.Fail(reason::kPickleMalformed, "storage " + Quote(key) + ": numel x element size overflows");
+      return m.Fail(reason::kPickleMalformed, "storage " + util::Quoted(key) + ": numel x element size overflows");
     }
     Storage s;
     s.key = key;
@@ -451,7 +452,7 @@ class PlainHooks final : public Hooks {
  public:
   Result<uint32_t> Global(Machine& m, std::string_view module, std::string_view name) override {
     return m.Fail(reason::kPickleUnsafeGlobal,
-                  "refusing global " + Quote(std::string(module) + "." + std::string(name)) +
+                  "refusing global " + util::Quoted(std::string(module) + "." + std::string(name)) +
                       " in a legacy header pickle (plain values only)");
   }
   Result<uint32_t> PersistentLoad(Machine& m, uint32_t) override {
@@ -529,16 +530,16 @@ Result<StateDictPickle> UnpickleStateDict(const uint8_t* data, size_t n, std::st
     }
     std::string_view name = m.bytes(items[i]);
     if (!util::IsValidUtf8(name)) {
-      return Error(reason::kPickleNotStateDict, label, "state dict key " + Quote(name) + " is not valid UTF-8");
+      return Error(reason::kPickleNotStateDict, label, "state dict key " + util::Quoted(name) + " is not valid UTF-8");
     }
     if (m.kind(items[i + 1]) != Kind::kTensor) {
       return Error(reason::kPickleNotStateDict, label,
-                   "value of " + Quote(name) + " is " + KindName(m.kind(items[i + 1])) +
+                   "value of " + util::Quoted(name) + " is " + KindName(m.kind(items[i + 1])) +
                        ", not a tensor (only flat state dicts of tensors are read)",
                    name);
     }
     if (!seen.insert(name).second) {
-      return Error(reason::kPickleNotStateDict, label, "key " + Quote(name) + " appears twice", name);
+      return Error(reason::kPickleNotStateDict, label, "key " + util::Quoted(name) + " appears twice", name);
     }
     Tensor t = hooks.protos()[m.node(items[i + 1]).a];
     t.name = std::string(name);

@@ -24,7 +24,7 @@ Status Gather(const Tensor& t, std::span<const uint8_t> storage, const std::stri
     Status st(Code::kInvalidFormat,
               label + ": tensor '" + t.name + "' reaches past its storage (" + std::to_string((last + 1) * es) +
                   " > " + std::to_string(storage.size()) + " bytes)",
-              std::string(reason::kPickleTensorOutOfRange));
+              reason::kPickleTensorOutOfRange);
     st.mutable_context().file = label;
     st.mutable_context().tensor = t.name;
     return st;
@@ -58,7 +58,7 @@ Status ConvertToSafetensors(const PickleFile& file, const std::string& out_path)
   for (const Tensor& t : ck.tensors) {
     if (t.storage >= ck.storages.size())
       return Status(Code::kInvalidFormat, label + ": tensor '" + t.name + "' names no storage",
-                    std::string(reason::kPickleStorageMissing));
+                    reason::kPickleStorageMissing);
     std::span<const uint8_t> s = file.data(ck.storages[t.storage]);
     safetensors::TensorToWrite w;
     w.name = t.name;

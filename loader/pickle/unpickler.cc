@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "loader/pickle/internal.h"
+#include "util/hex.h"
 #include "hubload/reasons.h"
 
 namespace hubload::pickle::internal {
@@ -97,11 +98,6 @@ uint64_t LoadLE(const uint8_t* p, int n) {
   uint64_t v = 0;
   for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
   return v;
-}
-
-std::string Hex2(uint8_t b) {
-  static const char* d = "0123456789abcdef";
-  return std::string{'0', 'x', d[b >> 4], d[b & 15]};
 }
 
 }  // namespace
@@ -462,7 +458,7 @@ Status Machine::Step(uint8_t op, const uint8_t* p, size_t n, size_t* pos, bool* 
       std::string_view module, name;
       if (line(&module).ok() && line(&name).ok()) {
         return Fail(reason::kPickleUnsafeGlobal,
-                    "opcode INST would import and call " + Quote(std::string(module) + "." + std::string(name)) +
+                    "opcode INST would import and call " + util::Quoted(std::string(module) + "." + std::string(name)) +
                         ", which is not allowed (only plain state dicts are read)");
       }
       break;
@@ -471,10 +467,10 @@ Status Machine::Step(uint8_t op, const uint8_t* p, size_t n, size_t* pos, bool* 
       break;
   }
   if (const char* refused = RefusedOpName(op)) {
-    return Fail(reason::kPickleOpcode, std::string("opcode ") + refused + " (" + Hex2(op) +
+    return Fail(reason::kPickleOpcode, std::string("opcode ") + refused + " (0x" + util::Hex(&op, 1) +
                                            ") is not allowed in a state dict");
   }
-  return Fail(reason::kPickleMalformed, "unknown opcode " + Hex2(op));
+  return Fail(reason::kPickleMalformed, "unknown opcode 0x" + util::Hex(&op, 1));
 }
 
 }  // namespace hubload::pickle::internal

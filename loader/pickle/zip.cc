@@ -119,7 +119,7 @@ Status ZipError(const Source& src, const ZipStream& stream, const std::string& w
 Result<std::string> ReadEntry(const Source& src, const Entry& e, uint64_t max, const std::string& name) {
   if (e.size > max) {
     return Error(reason::kPickleLimit, src.label(),
-                 Quote(name) + " is " + std::to_string(e.size) + " bytes (limit " + std::to_string(max) + ")");
+                 util::Quoted(name) + " is " + std::to_string(e.size) + " bytes (limit " + std::to_string(max) + ")");
   }
   std::string out(static_cast<size_t>(e.size), '\0');
   HUBLOAD_RETURN_IF_ERROR(src.ReadAt(e.offset, out.data(), out.size()));
@@ -184,18 +184,19 @@ Result<Checkpoint> ReadZip(const Source& src, const Limits& limits) {
     }
     std::string name(name_buf.data(), std::min<size_t>(info.size_filename, name_buf.size()));
     if (info.flag & 1) {
-      return Error(reason::kZipUnsupported, src.label(), "zip entry " + Quote(name) + " is encrypted",
+      return Error(reason::kZipUnsupported, src.label(), "zip entry " + util::Quoted(name) + " is encrypted",
                    {}, Code::kUnsupported);
     }
     if (info.compression_method != 0 || info.compressed_size != info.uncompressed_size) {
       return Error(reason::kZipUnsupported, src.label(),
-                   "zip entry " + Quote(name) + " is compressed (method " + std::to_string(info.compression_method) +
+                   "zip entry " + util::Quoted(name) + " is compressed (method " +
+                       std::to_string(info.compression_method) +
                        "); torch.save stores entries uncompressed, and hubload reads only stored entries",
                    {}, Code::kUnsupported);
     }
     int method = 0, level = 0;
     if (unzOpenCurrentFile2(zip.get(), &method, &level, /*raw=*/1) != UNZ_OK) {
-      return ZipError(src, stream, "zip entry " + Quote(name) + ": local header does not match the directory");
+      return ZipError(src, stream, "zip entry " + util::Quoted(name) + ": local header does not match the directory");
     }
     Entry e;
     e.offset = unzGetCurrentFileZStreamPos64(zip.get());
@@ -203,12 +204,12 @@ Result<Checkpoint> ReadZip(const Source& src, const Limits& limits) {
     unzCloseCurrentFile(zip.get());
     if (e.offset > src.size() || e.size > src.size() - e.offset) {
       return Error(reason::kZipMalformed, src.label(),
-                   "zip entry " + Quote(name) + " (" + std::to_string(e.size) + " bytes at " +
+                   "zip entry " + util::Quoted(name) + " (" + std::to_string(e.size) + " bytes at " +
                        std::to_string(e.offset) + ") reaches past the end of the file (truncated?)");
     }
     if (i == 0) first_name = name;
     if (!entries.emplace(name, e).second) {
-      return Error(reason::kZipMalformed, src.label(), "zip entry " + Quote(name) + " appears twice");
+      return Error(reason::kZipMalformed, src.label(), "zip entry " + util::Quoted(name) + " appears twice");
     }
     rc = unzGoToNextFile(zip.get());
   }
@@ -220,7 +221,7 @@ Result<Checkpoint> ReadZip(const Source& src, const Limits& limits) {
   const size_t slash = first_name.find('/');
   if (slash == std::string::npos || slash == 0) {
     return Error(reason::kNotTorchCheckpoint, src.label(),
-                 "a zip archive whose first entry " + Quote(first_name) +
+                 "a zip archive whose first entry " + util::Quoted(first_name) +
                      " is not in a folder: not a torch.save checkpoint");
   }
   out.archive = first_name.substr(0, slash);
@@ -228,13 +229,13 @@ Result<Checkpoint> ReadZip(const Source& src, const Limits& limits) {
   auto pkl = entries.find(prefix + "data.pkl");
   if (pkl == entries.end()) {
     return Error(reason::kNotTorchCheckpoint, src.label(),
-                 "zip archive without " + Quote(prefix + "data.pkl") + ": not a torch.save checkpoint");
+                 "zip archive without " + util::Quoted(prefix + "data.pkl") + ": not a torch.save checkpoint");
   }
   if (auto bo = entries.find(prefix + "byteorder"); bo != entries.end()) {
     HUBLOAD_ASSIGN_OR_RETURN(std::string order, ReadEntry(src, bo->second, 64, prefix + "byteorder"));
     if (order != "little") {
       return Error(reason::kZipUnsupported, src.label(),
-                   "byteorder record is " + Quote(order) + "; only little-endian checkpoints are read", {},
+                   "byteorder record is " + util::Quoted(order) + "; only little-endian checkpoints are read", {},
                    Code::kUnsupported);
     }
   }
@@ -249,7 +250,7 @@ Result<Checkpoint> ReadZip(const Source& src, const Limits& limits) {
     }
     std::string rest = text.substr(digits);
     if (digits == 0 || digits > 9 || (rest != "" && rest != "\n")) {
-      return Error(reason::kZipMalformed, src.label(), "version record " + Quote(text) + " is not a number");
+      return Error(reason::kZipMalformed, src.label(), "version record " + util::Quoted(text) + " is not a number");
     }
     out.version = version;
   }
@@ -277,12 +278,12 @@ Result<Checkpoint> ReadZip(const Source& src, const Limits& limits) {
     auto e = entries.find(name);
     if (e == entries.end()) {
       return Error(reason::kPickleStorageMissing, src.label(),
-                   "storage key " + Quote(s.key) + " has no zip entry " + Quote(name));
+                   "storage key " + util::Quoted(s.key) + " has no zip entry " + util::Quoted(name));
     }
     if (e->second.size != s.nbytes) {
       return Error(reason::kPickleStorageSize, src.label(),
-                   "zip entry " + Quote(name) + " holds " + std::to_string(e->second.size) + " bytes but storage " +
-                       Quote(s.key) + " declares " + std::to_string(s.numel) + " x " +
+                   "zip entry " + util::Quoted(name) + " holds " + std::to_string(e->second.size) +
+                       " bytes but storage " + util::Quoted(s.key) + " declares " + std::to_string(s.numel) + " x " +
                        std::to_string(ElementSize(s.dtype)) + " = " + std::to_string(s.nbytes));
     }
     s.offset = e->second.offset;

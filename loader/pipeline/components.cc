@@ -21,7 +21,7 @@ Result<std::vector<PipelineComponent>> ParseModelIndex(const std::string& json_t
     Status st(Code::kInvalidFormat,
               "'" + label + "' is not a JSON object (model_index.json of a diffusers pipeline)" +
                   (parsed.ok() ? std::string() : ": " + parsed.status().message()),
-              "InvalidModelIndex");
+              reason::kInvalidModelIndex);
     st.mutable_context().file = label;
     return st;
   }
@@ -52,7 +52,7 @@ Result<std::vector<PipelineComponent>> ListComponents(const HubClient& client, c
       ctx.repo_id = req.repo_id;
       ctx.file = label;
       return Status(Code::kNotFound, "'" + req.repo_id + "' has no model_index.json: not a diffusers pipeline folder",
-                    "NotAPipeline", ctx);
+                    reason::kNotAPipeline, ctx);
     }
     text = std::move(*read);
   } else {
@@ -66,7 +66,7 @@ Result<std::vector<PipelineComponent>> ListComponents(const HubClient& client, c
       if (path.status().code() == Code::kEntryNotFound) {
         Status st(Code::kNotFound,
                   req.repo_id + "@" + req.revision + " has no model_index.json: not a diffusers pipeline repo",
-                  "NotAPipeline", path.status().context());
+                  reason::kNotAPipeline, path.status().context());
         return WithContext(st, req.repo_id, req.revision, "model_index.json");
       }
       return path.status();
@@ -90,7 +90,7 @@ Result<PretrainedStateDict> LoadComponent(const HubClient& client, const Pretrai
     Status st(Code::kNotFound,
               "pipeline " + req.repo_id + " has no component '" + name + "' in model_index.json (components: " +
                   (present.empty() ? "(none)" : present) + ")",
-              "ComponentNotFound");
+              reason::kComponentNotFound);
     return WithContext(st, req.repo_id, pipeline_internal::IsLocalRequest(req) ? "" : req.revision, "model_index.json");
   }
   PretrainedRequest r = req;
@@ -150,14 +150,14 @@ Result<PretrainedPipeline> LoadPipeline(const HubClient& client, const Pretraine
     Status st(Code::kNotFound,
               "no component of pipeline " + req.repo_id + " has '" + req.variant + "' variant weights (components: " +
                   join(with_weights) + ")",
-              "VariantNotFound");
+              reason::kVariantNotFound);
     return WithContext(st, req.repo_id, revision, "");
   }
   if (!fallbacks.empty() && !req.allow_variant_fallback) {
     Status st(Code::kNotFound,
               "components of pipeline " + req.repo_id + " without '" + req.variant + "' variant weights: " +
                   join(fallbacks) + " (allow the variant fallback to load their non-variant weights)",
-              "VariantNotFound");
+              reason::kVariantNotFound);
     return WithContext(st, req.repo_id, revision, "");
   }
   for (const auto& f : fallbacks)

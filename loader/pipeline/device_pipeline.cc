@@ -3,6 +3,7 @@
 // each shard through the staging loader while its bytes land. Torch-free.
 #include "hubload/device_pipeline.h"
 #include "hubload/dtype_policy.h"
+#include "hubload/reasons.h"
 
 #include <algorithm>
 #include <limits>
@@ -142,7 +143,7 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
     return Status(Code::kUnsupported,
                   "keep_in_fp32 is not supported when loading to devices (the staging path converts every floating "
                   "tensor to the same dtype); load with the CPU pipeline or without a target dtype",
-                  "UnsupportedOption");
+                  reason::kUnsupportedOption);
   DeviceLoadResult out;
   std::vector<std::string> warnings;
   // Placement and backend first: a bad option fails before any request.
@@ -162,7 +163,7 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
     if (d.kind == Device::Kind::kDisk)
       return Status(Code::kInvalidArgument,
                     "device 'disk' is only a device_map target (tensors planned on disk are not loaded)",
-                    "InvalidDevice");
+                    reason::kInvalidDevice);
     map.strategy = DeviceMapOptions::Strategy::kExplicit;
     map.explicit_map = {{"", d}};
     what = "device '" + d.ToString() + "'";
@@ -204,7 +205,7 @@ Result<DeviceLoadResult> FetchAndLoadToDevice(const HubClient& client, const Pre
                 what + " needs a GPU but none is usable (" + no_cuda +
                     "); use plan_only (hubload load --plan-only) to compute the placement without a GPU, or the fake "
                     "backend (--device-backend fake) to run the whole path on the CPU",
-                "NoCudaDevice");
+                reason::kNoCudaDevice);
       return st;
     }
     for (int i = 0; i < named; ++i) {

@@ -110,7 +110,7 @@ class Driver {
       try {
         st = Step(i);
       } catch (const std::exception& e) {  // a throwing sink must not leave the producer running
-        st = Status(Code::kInternal, std::string("exception while loading: ") + e.what(), "Exception");
+        st = Status(Code::kInternal, std::string("exception while loading: ") + e.what(), reason::kException);
       }
       info_->timings.load_s += Seconds(ts, Clock::now());
       if (!st.ok()) {
@@ -234,7 +234,7 @@ class Driver {
                       "the header of '" + shard.file + "' differs from the one read before downloading (" +
                           std::to_string(shard.header->tensors.size()) + " tensors planned, " +
                           std::to_string(h.tensors.size()) + " in the file); the file changed during the load",
-                      "HeaderChanged");
+                      reason::kHeaderChanged);
       sd.header_ = std::move(h);
       if (!plan_.sharded) AddAliasTargets(sd.header_.metadata);
       for (const auto& t : sd.header_.tensors) p.records.push_back(RecordOf(shard.file, t));
@@ -275,7 +275,7 @@ class Driver {
           return Status(Code::kCorruptDownload,
                         "'" + shard.file + "' was downloaded again after tensors were handed over from its first "
                         "partial file, and the verified bytes differ from them",
-                        std::string(reason::kHashMismatch));
+                        reason::kHashMismatch);
       }
     }
     return End(i);
@@ -340,7 +340,7 @@ Status RunDriver(ShardSource& source, const FetchPlan& plan, const PretrainedReq
       try {
         st = source.Run(state);
       } catch (const std::exception& e) {
-        st = Status(Code::kInternal, std::string("exception in the shard source: ") + e.what(), "Exception");
+        st = Status(Code::kInternal, std::string("exception in the shard source: ") + e.what(), reason::kException);
       }
       state.SourceFinished(st);
     });

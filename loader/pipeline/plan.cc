@@ -14,10 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string BaseName(const std::string& p) {
   auto pos = p.find_last_of('/');
   return pos == std::string::npos ? p : p.substr(pos + 1);
@@ -79,7 +75,7 @@ Result<FetchPlan> PlanLocal(const PretrainedRequest& req, bool allow_pickle, Pre
     };
     HUBLOAD_ASSIGN_OR_RETURN(res, ResolveOver(listing, resolved, read));
   } else if (!fs::exists(path, ec)) {
-    Status st(Code::kNotFound, "'" + path + "' does not exist", "NotFound");
+    Status st(Code::kNotFound, "'" + path + "' does not exist", reason::kNotFound);
     st.mutable_context().file = path;
     return st;
   } else {
@@ -88,13 +84,13 @@ Result<FetchPlan> PlanLocal(const PretrainedRequest& req, bool allow_pickle, Pre
     const std::string base = fs::path(path).filename().string();
     ResolvedWeights resolved;
     resolved.weights_file = base;
-    if (EndsWith(base, ".json")) {
+    if (base.ends_with(".json")) {
       resolved.kind = ResolvedWeights::kSharded;
       DescribeIndexName(base, &resolved);
     } else {
       resolved.kind = ResolvedWeights::kSingleFile;
       resolved.weights_name = base.substr(0, base.find('.'));
-      resolved.is_pickle = EndsWith(base, ".bin");
+      resolved.is_pickle = base.ends_with(".bin");
     }
     if (resolved.is_pickle && !allow_pickle) return PickleUnsupported(path, path, "");
     std::vector<std::string> listing;
@@ -204,11 +200,11 @@ Status CheckRequest(const PretrainedRequest& req, bool local, PretrainedInfo* in
   info->repo_id = req.repo_id;
   info->revision = local ? "" : req.revision;
   if (req.repo_id.empty())
-    return Status(Code::kInvalidArgument, "empty repo_id (a Hub repo id or a local path)", "EmptyRepoId");
+    return Status(Code::kInvalidArgument, "empty repo_id (a Hub repo id or a local path)", reason::kEmptyRepoId);
   if (req.max_shards_in_flight < 1)
     return Status(Code::kInvalidArgument,
                   "max_shards_in_flight must be >= 1 (got " + std::to_string(req.max_shards_in_flight) + ")",
-                  "InvalidArgument");
+                  reason::kInvalidArgument);
   if (!local && req.source == PretrainedRequest::Source::kAuto) {
     Status valid = ValidateRepoId(req.repo_id);
     if (!valid.ok()) {
@@ -218,7 +214,7 @@ Status CheckRequest(const PretrainedRequest& req, bool local, PretrainedInfo* in
       return Status(Code::kNotFound,
                     "'" + req.repo_id + "' is neither an existing local path nor a valid Hub repo id (" +
                         valid.message() + ")",
-                    "NotFound", ctx);
+                    reason::kNotFound, ctx);
     }
   }
   return Status::Ok();
@@ -235,7 +231,7 @@ Status PickleUnsupported(const std::string& file, const std::string& repo_id, co
                     " is a pickle (.bin) checkpoint; hubload never executes pickled code and loads it only "
                     "through its restricted reader — convert it to safetensors (hubload reshard FILE OUT_DIR) "
                     "or load the .safetensors weights",
-                std::string(reason::kPickleUnsupported), ctx);
+                reason::kPickleUnsupported, ctx);
 }
 
 std::vector<std::string> UnnamedShards(const ResolvedWeights& resolved, const std::vector<std::string>& listing,
@@ -260,7 +256,7 @@ Result<FetchPlan> MakeFetchPlan(const HubClient* client, const PretrainedRequest
                                 PretrainedInfo* info, const RepoListing* listing) {
   if (!IsLocalRequest(req) && !client)
     return Status(Code::kInvalidArgument, "'" + req.repo_id + "' is not a local path and no Hub client was given",
-                  "NoClient");
+                  reason::kNoClient);
   auto plan = IsLocalRequest(req) ? PlanLocal(req, allow_pickle, info)
                                   : PlanHub(*client, req, allow_pickle, info, listing);
   if (!plan.ok()) return plan.status();

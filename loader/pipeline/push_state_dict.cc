@@ -7,6 +7,7 @@
 
 #include "hubload/split.h"
 #include "hubload/upload_torch.h"
+#include "hubload/reasons.h"
 
 namespace hubload {
 namespace fs = std::filesystem;
@@ -58,7 +59,8 @@ std::vector<std::string> StaleCheckpointPatterns(const std::string& weights_name
 Result<CommitInfo> PushStateDict(const HubClient& client, const StateDict& state_dict,
                                  const PushStateDictRequest& request) {
   if (state_dict.empty())
-    return Status(Code::kInvalidArgument, "push to " + request.repo_id + ": the state dict is empty", "EmptyStateDict");
+    return Status(Code::kInvalidArgument, "push to " + request.repo_id + ": the state dict is empty",
+                  reason::kEmptyStateDict);
   HUBLOAD_RETURN_IF_ERROR(ValidateRepoId(request.repo_id));
   std::error_code ec;
   std::string tmpl = (fs::temp_directory_path(ec) / "hubload-push-XXXXXX").string();

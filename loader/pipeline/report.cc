@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/load.h"
+#include "hubload/reasons.h"
 #include "util/json.h"
 
 namespace hubload {
@@ -15,7 +16,7 @@ Result<TargetDtype> ParseTargetDtype(const std::string& text) {
   if (text == "fp16" || text == "float16" || text == "F16") return TargetDtype::kF16;
   if (text == "bf16" || text == "bfloat16" || text == "BF16") return TargetDtype::kBF16;
   return Status(Code::kInvalidArgument, "unknown dtype '" + text + "' (expected auto, fp32, fp16 or bf16)",
-                "InvalidDtype");
+                reason::kInvalidDtype);
 }
 
 const char* TargetDtypeName(TargetDtype d) {

@@ -10,11 +10,12 @@
 
 #include "loader/pipeline/common.h"
 #include "util/file_io.h"
+#include "hubload/reasons.h"
 
 namespace hubload::pipeline_internal {
 
 Status Cancelled(const std::string& what) {
-  return Status(Code::kCancelled, what + " cancelled", std::string(reason::kCancelled));
+  return Status(Code::kCancelled, what + " cancelled", reason::kCancelled);
 }
 
 Status PreadAll(int fd, uint64_t offset, void* dst, uint64_t n, const std::string& label) {
@@ -27,7 +28,7 @@ Status PreadAll(int fd, uint64_t offset, void* dst, uint64_t n, const std::strin
       ErrorContext ctx;
       ctx.file = label;
       return Status(Code::kIOError, label + " ends before byte " + std::to_string(offset) + " (truncated)",
-                    "Truncated", ctx);
+                    reason::kTruncated, ctx);
     }
     p += r;
     offset += static_cast<uint64_t>(r);
@@ -165,7 +166,7 @@ Result<size_t> ShardState::NextReady(const std::vector<uint64_t>& need) {
     for (const Slot& s : slots_)
       if (!s.ended)
         return Status(Code::kInternal, "the shard source ended before every shard was delivered",
-                      "SourceIncomplete");
+                      reason::kSourceIncomplete);
   }
   return found;
 }
@@ -189,7 +190,7 @@ Status ShardState::WaitFor(size_t i, uint64_t need, bool want_verified, int* fd,
   if (cancel_.load()) return Cancelled("load");
   if (!s.verified && (want_verified || s.fds.empty() || s.available < need))
     return Status(Code::kInternal, "the download of '" + plan_.shards[i].file + "' ended without the file",
-                  "SourceIncomplete");
+                  reason::kSourceIncomplete);
   *fd = s.fds.back();
   *available = s.available;
   *verified = s.verified;

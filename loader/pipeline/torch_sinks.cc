@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "hubload/pipeline.h"
+#include "hubload/reasons.h"
 #include "loader/pipeline/driver.h"
 #include "loader/pipeline/torch_sink.h"
 
@@ -28,7 +29,7 @@ Status CheckCpu(const PretrainedRequest& req) {
   return Status(Code::kUnsupported,
                 "device '" + req.device + "' is not supported by the CPU loader for " + req.repo_id +
                     ": load to \"cpu\" here, or use FetchAndLoadToDevice (hubload load --device / --device-map)",
-                "UnsupportedDevice", ctx);
+                reason::kUnsupportedDevice, ctx);
 }
 
 LoadHooks HooksFor(const PretrainedCallbacks& cb) {

@@ -151,28 +151,6 @@ bool FindDuplicateKeys(std::string_view text, std::string_view child, std::strin
                                    /*strict=*/true);
 }
 
-std::string Quote(std::string_view s) {
-  constexpr size_t kMax = 200;
-  std::string out = "\"";
-  size_t n = s.size() < kMax ? s.size() : kMax;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > kMax) out += "...";
-  out += '"';
-  return out;
-}
-
 std::string ShapeString(const std::vector<uint64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -188,7 +166,7 @@ Status FormatError(std::string_view reason, std::string_view label, std::string_
   std::string msg(label);
   msg += ": ";
   if (!tensor.empty()) {
-    msg += "tensor " + Quote(tensor) + ": ";
+    msg += "tensor " + util::Quoted(tensor) + ": ";
   }
   msg += what;
   msg += " (";
@@ -197,18 +175,8 @@ Status FormatError(std::string_view reason, std::string_view label, std::string_
   ErrorContext ctx;
   ctx.file = std::string(label);
   ctx.tensor = std::string(tensor);
-  return Status(Code::kInvalidFormat, std::move(msg), std::string(reason), std::move(ctx));
+  return Status(Code::kInvalidFormat, std::move(msg), reason, std::move(ctx));
 }
-
-Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
-  Code code = Code::kIOError;
-  if (err == ENOENT || err == ENOTDIR) code = Code::kNotFound;
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG) code = Code::kDiskFull;
-  ErrorContext ctx;
-  ctx.file = path;
-  return Status(code, path + ": " + what + ": " + std::strerror(err), {}, std::move(ctx));
-}
-
 
 std::string RegexEscape(const std::string& s) {
   static const std::string kSpecial = R"(\^$.|?*+()[]{})";

@@ -82,7 +82,7 @@ Result<Dtype> LoadedSafetensorsDtype(Dtype d, const std::string& name, const Loa
     Status st(Code::kUnsupported,
               "tensor '" + name + "' has dtype " + safetensors::DtypeName(d) +
                   ", which LibTorch 1.13 cannot represent and hubload does not convert",
-              std::string(reason::kUnsupportedDtype));
+              reason::kUnsupportedDtype);
     st.mutable_context().tensor = name;
     return st;
   }

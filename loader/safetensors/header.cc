@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/safetensors.h"
+#include "hubload/reasons.h"
 #include "loader/safetensors/internal.h"
 
 namespace hubload::safetensors {
 
 using internal::FormatError;
-using internal::Quote;
 using internal::ShapeString;
 using json = nlohmann::json;
 
@@ -75,17 +75,17 @@ Result<uint64_t> PeekHeaderLength(const uint8_t* bytes, size_t n_bytes_available
                                   std::string_view file_label) {
   size_t avail = static_cast<size_t>(std::min<uint64_t>(n_bytes_available, file_size));
   if (avail > 0 && LooksLikeLfsPointer(bytes, avail)) {
-    return FormatError("GitLfsPointer", file_label, {},
+    return FormatError(reason::kGitLfsPointer, file_label, {},
                        "file is a Git LFS pointer (text starting \"version https://git-lfs.github.com/spec/v1\"), "
                        "not the safetensors data; fetch the LFS object instead");
   }
   if (avail > 0 && LooksLikeHtml(bytes, avail)) {
-    return FormatError("HtmlPage", file_label, {},
+    return FormatError(reason::kHtmlPage, file_label, {},
                        "file is an HTML page (starts with <!DOCTYPE or <html>), not safetensors data; "
                        "the server probably returned an error or login page");
   }
   if (file_size < 8) {
-    return FormatError("HeaderTooSmall", file_label, {},
+    return FormatError(reason::kHeaderTooSmall, file_label, {},
                        "file is " + std::to_string(file_size) +
                            " bytes, shorter than the 8-byte header length prefix");
   }
@@ -101,13 +101,13 @@ Result<uint64_t> PeekHeaderLength(const uint8_t* bytes, size_t n_bytes_available
     if (bytes[0] == '{' || bytes[0] == '[' || bytes[0] == ' ' || bytes[0] == '\n' || bytes[0] == '\t')
       hint = " (the file starts like JSON text: it is not a safetensors file; an index "
              "*.safetensors.index.json is read as an index)";
-    return FormatError("HeaderTooLarge", file_label, {},
+    return FormatError(reason::kHeaderTooLarge, file_label, {},
                        "header length " + std::to_string(n) + " exceeds the limit of " +
                            std::to_string(kMaxHeaderSize) + " bytes" + hint);
   }
   uint64_t need = 8 + n;  // cannot overflow: n <= kMaxHeaderSize
   if (need > file_size) {
-    return FormatError("InvalidHeaderLength", file_label, {},
+    return FormatError(reason::kInvalidHeaderLength, file_label, {},
                        "truncated: header length " + std::to_string(n) + " needs " + std::to_string(need) +
                            " bytes but the file has only " + std::to_string(file_size));
   }
@@ -132,7 +132,7 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
   // Rule 5: UTF-8.
   size_t bad = internal::FindInvalidUtf8(text, text_len);
   if (bad != std::string_view::npos) {
-    return FormatError("InvalidHeaderUtf8", file_label, {},
+    return FormatError(reason::kInvalidHeaderUtf8, file_label, {},
                        "header byte " + std::to_string(bad) + " (file offset " + std::to_string(8 + bad) +
                            ") is not valid UTF-8");
   }
@@ -141,17 +141,17 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
   // Rule 6: JSON object with well-typed entries. Bound nesting first.
   size_t written_keys = 0;
   if (!internal::JsonDepthWithin(sv, internal::kMaxJsonDepth, &written_keys)) {
-    return FormatError("InvalidHeaderJson", file_label, {},
+    return FormatError(reason::kInvalidHeaderJson, file_label, {},
                        "header JSON nests deeper than " + std::to_string(internal::kMaxJsonDepth) + " levels");
   }
   // Plain DOM parse (nlohmann's callback parser is quadratic in the number of
   // members of the top-level object); duplicates are found by counting names.
   json j = json::parse(sv.begin(), sv.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return FormatError("InvalidHeaderJson", file_label, {}, "header is not valid JSON");
+    return FormatError(reason::kInvalidHeaderJson, file_label, {}, "header is not valid JSON");
   }
   if (!j.is_object()) {
-    return FormatError("InvalidHeaderJson", file_label, {},
+    return FormatError(reason::kInvalidHeaderJson, file_label, {},
                        std::string("header is a JSON ") + j.type_name() + ", not an object");
   }
   h.tensors.reserve(j.size());
@@ -161,13 +161,13 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
     if (key == "__metadata__") {
       if (v.is_null()) continue;
       if (!v.is_object()) {
-        return FormatError("InvalidHeaderJson", file_label, {},
+        return FormatError(reason::kInvalidHeaderJson, file_label, {},
                            std::string("__metadata__ is a JSON ") + v.type_name() + ", not an object of strings");
       }
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string()) {
-          return FormatError("InvalidHeaderJson", file_label, {},
-                             "__metadata__ value for key " + Quote(m.key()) + " is a JSON " +
+          return FormatError(reason::kInvalidHeaderJson, file_label, {},
+                             "__metadata__ value for key " + util::Quoted(m.key()) + " is a JSON " +
                                  m.value().type_name() + ", not a string");
         }
         h.metadata.emplace(m.key(), m.value().get<std::string>());  // json: checked (is_string)
@@ -175,7 +175,7 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
       continue;
     }
     if (!v.is_object()) {
-      return FormatError("InvalidHeaderJson", file_label, key,
+      return FormatError(reason::kInvalidHeaderJson, file_label, key,
                          std::string("entry is a JSON ") + v.type_name() +
                              ", not an object {dtype, shape, data_offsets}");
     }
@@ -183,26 +183,26 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
     t.name = key;
     auto d = v.find("dtype");
     if (d == v.end() || !d->is_string()) {
-      return FormatError("InvalidHeaderJson", file_label, key, "\"dtype\" is missing or not a string");
+      return FormatError(reason::kInvalidHeaderJson, file_label, key, "\"dtype\" is missing or not a string");
     }
     const std::string& dtype_name = d->get_ref<const std::string&>();  // json: checked (is_string)
     auto s = v.find("shape");
     if (s == v.end() || !ReadU64Array(*s, &t.shape)) {
-      return FormatError("InvalidHeaderJson", file_label, key,
+      return FormatError(reason::kInvalidHeaderJson, file_label, key,
                          "\"shape\" is missing or not an array of non-negative integers");
     }
     auto o = v.find("data_offsets");
     std::vector<uint64_t> offs;
     if (o == v.end() || !ReadU64Array(*o, &offs) || offs.size() != 2) {
-      return FormatError("InvalidHeaderJson", file_label, key,
+      return FormatError(reason::kInvalidHeaderJson, file_label, key,
                          "\"data_offsets\" is missing or not an array of exactly 2 non-negative integers");
     }
     t.begin = offs[0];
     t.end = offs[1];
     auto dt = DtypeFromName(dtype_name);
     if (!dt) {
-      return FormatError("UnknownDtype", file_label, key,
-                         "dtype " + Quote(dtype_name) + " is not a safetensors dtype");
+      return FormatError(reason::kUnknownDtype, file_label, key,
+                         "dtype " + util::Quoted(dtype_name) + " is not a safetensors dtype");
     }
     t.dtype = *dt;
     h.tensors.push_back(std::move(t));
@@ -210,7 +210,7 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
   if (written_keys != j.size()) {
     std::string dup_key, unused;
     internal::FindDuplicateKeys(sv, {}, &dup_key, &unused);
-    return FormatError("DuplicateTensor", file_label, dup_key, "name appears more than once in the header");
+    return FormatError(reason::kDuplicateTensor, file_label, dup_key, "name appears more than once in the header");
   }
 
   // Rules 7-10, per tensor in (begin, end) order as the Rust `validate`.
@@ -223,7 +223,7 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
   const TensorInfo* prev = nullptr;
   for (const TensorInfo& t : h.tensors) {
     if (t.end < t.begin) {
-      return FormatError("InvalidOffset", file_label, t.name,
+      return FormatError(reason::kInvalidOffset, file_label, t.name,
                          "data_offsets " + Range(t.begin, t.end) + " end before they begin");
     }
     if (t.begin != start) {
@@ -232,34 +232,34 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
         what += "begin at " + std::to_string(t.begin) + " but the first tensor must begin at 0";
       } else if (t.begin > start) {
         what += "leave a hole of " + std::to_string(t.begin - start) + " bytes after tensor " +
-                Quote(prev->name) + " (ends at " + std::to_string(start) + ")";
+                util::Quoted(prev->name) + " (ends at " + std::to_string(start) + ")";
       } else {
-        what += "overlap tensor " + Quote(prev->name) + " (ends at " + std::to_string(start) + ")";
+        what += "overlap tensor " + util::Quoted(prev->name) + " (ends at " + std::to_string(start) + ")";
       }
-      return FormatError("InvalidOffset", file_label, t.name, what);
+      return FormatError(reason::kInvalidOffset, file_label, t.name, what);
     }
     start = t.end;
     prev = &t;
     uint64_t elems = 1;
     for (uint64_t dim : t.shape) {
       if (__builtin_mul_overflow(elems, dim, &elems)) {
-        return FormatError("ValidationOverflow", file_label, t.name,
+        return FormatError(reason::kValidationOverflow, file_label, t.name,
                            "element count of shape " + ShapeString(t.shape) + " overflows 64 bits");
       }
     }
     uint64_t bits;
     if (__builtin_mul_overflow(elems, static_cast<uint64_t>(DtypeBits(t.dtype)), &bits)) {
-      return FormatError("ValidationOverflow", file_label, t.name,
+      return FormatError(reason::kValidationOverflow, file_label, t.name,
                          "bit size of shape " + ShapeString(t.shape) + " of " + DtypeName(t.dtype) +
                              " overflows 64 bits");
     }
     if (bits % 8 != 0) {
-      return FormatError("MisalignedSlice", file_label, t.name,
+      return FormatError(reason::kMisalignedSlice, file_label, t.name,
                          "shape " + ShapeString(t.shape) + " of " + DtypeName(t.dtype) + " holds " +
                              std::to_string(bits) + " bits, not a whole number of bytes");
     }
     if (t.end - t.begin != bits / 8) {
-      return FormatError("TensorInvalidInfo", file_label, t.name,
+      return FormatError(reason::kTensorInvalidInfo, file_label, t.name,
                          "data_offsets " + Range(t.begin, t.end) + " hold " + std::to_string(t.end - t.begin) +
                              " bytes but shape " + ShapeString(t.shape) + " of " + DtypeName(t.dtype) +
                              " needs " + std::to_string(bits / 8));
@@ -268,13 +268,13 @@ Result<Header> ParseHeader(const uint8_t* bytes, size_t n_bytes_available, uint6
   // Rule 11.
   uint64_t expected;
   if (__builtin_add_overflow(h.data_start, start, &expected) || expected > file_size) {
-    return FormatError("MetadataIncompleteBuffer", file_label, {},
+    return FormatError(reason::kMetadataIncompleteBuffer, file_label, {},
                        "truncated: the header describes " + std::to_string(start) + " data bytes after byte " +
                            std::to_string(h.data_start) + " but the file has only " + std::to_string(file_size) +
                            " bytes");
   }
   if (expected < file_size) {
-    return FormatError("MetadataIncompleteBuffer", file_label, {},
+    return FormatError(reason::kMetadataIncompleteBuffer, file_label, {},
                        std::to_string(file_size - expected) + " trailing bytes after the data section (file has " +
                            std::to_string(file_size) + " bytes, header describes " + std::to_string(expected) + ")");
   }
@@ -314,7 +314,7 @@ Result<size_t> PreadFull(int fd, uint8_t* buf, size_t n, uint64_t off, const std
     ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(off + got));
     if (r < 0) {
       if (errno == EINTR) continue;
-      return internal::ErrnoStatus(errno, "read", path);
+      return util::IoError("cannot read", path, errno);
     }
     if (r == 0) break;
     got += static_cast<size_t>(r);
@@ -343,9 +343,9 @@ struct Fd {
 Result<Fd> OpenRegular(const std::string& path) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) return internal::ErrnoStatus(errno, "open", path);
+  if (f.fd < 0) return util::IoError("cannot open", path, errno);
   struct stat st;
-  if (::fstat(f.fd, &st) != 0) return internal::ErrnoStatus(errno, "fstat", path);
+  if (::fstat(f.fd, &st) != 0) return util::IoError("cannot fstat", path, errno);
   if (!S_ISREG(st.st_mode)) return NotRegular(path);
   f.size = static_cast<uint64_t>(st.st_size);
   return f;
@@ -376,7 +376,7 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   m->size_ = f.size;
   if (m->size_ > 0) {
     void* p = ::mmap(nullptr, static_cast<size_t>(m->size_), PROT_READ, MAP_SHARED, f.fd, 0);
-    if (p == MAP_FAILED) return internal::ErrnoStatus(errno, "mmap", path);
+    if (p == MAP_FAILED) return util::IoError("cannot mmap", path, errno);
     m->data_ = static_cast<const uint8_t*>(p);
   }
   return m;
@@ -388,7 +388,7 @@ Result<std::shared_ptr<MappedFile>> MappedFile::FromFd(int fd, uint64_t size, st
   m->size_ = size;
   if (size > 0) {
     void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return internal::ErrnoStatus(errno, "mmap", m->path_);
+    if (p == MAP_FAILED) return util::IoError("cannot mmap", m->path_, errno);
     m->data_ = static_cast<const uint8_t*>(p);
   }
   return m;
@@ -411,7 +411,7 @@ Result<SafetensorsFile> SafetensorsFile::FromParts(std::shared_ptr<MappedFile> m
   if (!mapping || header.file_size > mapping->size())
     return Status(Code::kInvalidArgument, "SafetensorsFile::FromParts: the header describes " +
                                               std::to_string(header.file_size) + " bytes, more than the mapping",
-                  "InvalidArgument");
+                  reason::kInvalidArgument);
   SafetensorsFile f;
   f.mapping_ = std::move(mapping);
   f.header_ = std::move(header);

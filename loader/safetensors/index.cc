@@ -16,7 +16,6 @@
 namespace hubload::safetensors {
 
 using internal::FormatError;
-using internal::Quote;
 using json = nlohmann::json;
 
 namespace {
@@ -65,48 +64,49 @@ bool IsValidShardName(std::string_view name, std::string_view suffix) {
 
 Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label, std::string_view shard_suffix) {
   if (!internal::IsValidUtf8(json_text)) {
-    return FormatError("InvalidIndexJson", file_label, {}, "index is not valid UTF-8");
+    return FormatError(reason::kInvalidIndexJson, file_label, {}, "index is not valid UTF-8");
   }
   if (!internal::JsonDepthWithin(json_text, internal::kMaxJsonDepth)) {
-    return FormatError("InvalidIndexJson", file_label, {},
+    return FormatError(reason::kInvalidIndexJson, file_label, {},
                        "index JSON nests deeper than " + std::to_string(internal::kMaxJsonDepth) + " levels");
   }
   json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   std::string dup_top, dup_tensor;
   if (!j.is_discarded()) internal::FindDuplicateKeys(json_text, "weight_map", &dup_top, &dup_tensor);
   if (j.is_discarded()) {
-    return FormatError("InvalidIndexJson", file_label, {},
+    return FormatError(reason::kInvalidIndexJson, file_label, {},
                        "index is not valid JSON (parse error at byte " + std::to_string(JsonErrorOffset(json_text)) +
                            " of " + std::to_string(json_text.size()) + ")");
   }
   if (!j.is_object()) {
-    return FormatError("InvalidIndexJson", file_label, {},
+    return FormatError(reason::kInvalidIndexJson, file_label, {},
                        std::string("index is a JSON ") + j.type_name() + ", not an object");
   }
   if (!dup_top.empty()) {
-    return FormatError("InvalidIndexJson", file_label, {}, "top-level key " + Quote(dup_top) + " appears twice");
+    return FormatError(reason::kInvalidIndexJson, file_label, {},
+                       "top-level key " + util::Quoted(dup_top) + " appears twice");
   }
   auto wm = j.find("weight_map");
   if (wm == j.end() || !wm->is_object()) {
-    return FormatError("InvalidIndexJson", file_label, {},
+    return FormatError(reason::kInvalidIndexJson, file_label, {},
                        wm == j.end() ? std::string("\"weight_map\" is missing")
                                      : std::string("\"weight_map\" is a JSON ") + wm->type_name() +
                                            ", not an object");
   }
   if (!dup_tensor.empty()) {
-    return FormatError("DuplicateTensor", file_label, dup_tensor, "weight_map lists this tensor more than once");
+    return FormatError(reason::kDuplicateTensor, file_label, dup_tensor, "weight_map lists this tensor more than once");
   }
   Index idx;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     if (!it.value().is_string()) {
-      return FormatError("InvalidIndexJson", file_label, it.key(),
+      return FormatError(reason::kInvalidIndexJson, file_label, it.key(),
                          std::string("weight_map value is a JSON ") + it.value().type_name() +
                              ", not a shard file name");
     }
     const std::string& shard = it.value().get_ref<const std::string&>();  // json: checked (is_string)
     if (!IsValidShardName(shard, shard_suffix)) {
-      return FormatError("InvalidShardName", file_label, it.key(),
-                         "shard name " + Quote(shard) + " is not a plain file name ending in " +
+      return FormatError(reason::kInvalidShardName, file_label, it.key(),
+                         "shard name " + util::Quoted(shard) + " is not a plain file name ending in " +
                              std::string(shard_suffix) + " (no '/', '\\', '..', drive)");
     }
     idx.weight_map.emplace(it.key(), shard);
@@ -116,7 +116,7 @@ Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label
   auto md = j.find("metadata");
   if (md != j.end() && !md->is_null()) {
     if (!md->is_object()) {
-      return FormatError("InvalidIndexJson", file_label, {},
+      return FormatError(reason::kInvalidIndexJson, file_label, {},
                          std::string("\"metadata\" is a JSON ") + md->type_name() + ", not an object");
     }
     for (auto it = md->begin(); it != md->end(); ++it) {
@@ -133,7 +133,7 @@ Result<Index> ParseIndex(std::string_view json_text, std::string_view file_label
           if (whole) idx.total_size = static_cast<uint64_t>(d);
         }
         if (!whole) {
-          return FormatError("InvalidTotalSize", file_label, {},
+          return FormatError(reason::kInvalidTotalSize, file_label, {},
                              "metadata.total_size is " + v.dump(-1, ' ', false, json::error_handler_t::replace) + ", not a non-negative integer byte count");
         }
         continue;
@@ -149,11 +149,11 @@ Result<Index> ReadIndex(const std::string& path, std::string_view shard_suffix) 
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int e = errno;
-    return internal::ErrnoStatus(e ? e : ENOENT, "open", path);
+    return util::IoError("cannot open", path, e ? e : ENOENT);
   }
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return internal::ErrnoStatus(EIO, "read", path);
+  if (in.bad()) return util::IoError("cannot read", path, EIO);
   std::string text = ss.str();
   return ParseIndex(text, path, shard_suffix);
 }
@@ -188,7 +188,7 @@ std::vector<IndexProblem> ShardProblems(const Index& index, const std::string& l
       out.push_back(Problem(reason::kIndexTensorUnlisted, label, name, "the shard holds a tensor the index does not list"));
     else if (w->second != label)
       out.push_back(Problem(reason::kIndexTensorInOtherShard, label, name,
-                            "the shard holds this tensor but the index puts it in " + Quote(w->second)));
+                            "the shard holds this tensor but the index puts it in " + util::Quoted(w->second)));
   }
   return out;
 }
@@ -265,9 +265,10 @@ IndexCheck CheckIndexAgainstShards(const Index& index, const std::vector<ShardTe
       if (p.reason == reason::kIndexTensorInOtherShard && h.size() > 1) {
         if (!twice_reported.insert(p.tensor).second) continue;
         std::string where;
-        for (const auto& f : h) where += (where.empty() ? "" : ", ") + Quote(f);
+        for (const auto& f : h) where += (where.empty() ? "" : ", ") + util::Quoted(f);
         const auto listed_in = index.weight_map.find(p.tensor);  // present: an "in other shard" problem
-        const std::string in = listed_in == index.weight_map.end() ? std::string("no shard") : Quote(listed_in->second);
+        const std::string in =
+            listed_in == index.weight_map.end() ? std::string("no shard") : util::Quoted(listed_in->second);
         out.problems.push_back(Problem(reason::kIndexTensorStoredTwice, s.shard, p.tensor,
                                        "the tensor is stored in " + std::to_string(h.size()) + " shards (" + where +
                                            "); the index puts it in " + in));

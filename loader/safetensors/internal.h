@@ -13,6 +13,8 @@
 
 #include "hubload/status.h"
 #include "util/utf8.h"
+#include "util/file_io.h"
+#include "util/text.h"
 
 namespace hubload::safetensors::internal {
 
@@ -40,8 +42,6 @@ bool JsonDepthWithin(std::string_view text, int max_depth, size_t* top_level_key
 /// SAX interface (linear). Returns false when `text` is not valid JSON.
 bool FindDuplicateKeys(std::string_view text, std::string_view child, std::string* top, std::string* in_child);
 
-/// `"name"` with JSON-ish quoting for messages (control bytes escaped, long names cut).
-std::string Quote(std::string_view s);
 
 /// "[2,3,4]".
 std::string ShapeString(const std::vector<uint64_t>& shape);
@@ -51,20 +51,11 @@ std::string ShapeString(const std::vector<uint64_t>& shape);
 Status FormatError(std::string_view reason, std::string_view label, std::string_view tensor,
                    const std::string& what);
 
-/// A Status for a failed syscall on `path` (errno `err`): kNotFound for ENOENT,
-/// kDiskFull for ENOSPC/EDQUOT/EFBIG, kIOError otherwise.
-Status ErrnoStatus(int err, const std::string& what, const std::string& path);
-
-/// write(2) of all `n` bytes (EINTR and short writes handled). Errors: ErrnoStatus("write", path).
-Status WriteAll(int fd, const void* data, uint64_t n, const std::string& path);
-
-/// Writes `path` atomically (the protocol of WriteFile): a temp file
-/// "<path>.tmp.XXXXXX" (mode 0644) in the same folder receives `prefix`, then
-/// whatever `body(fd, tmp_path)` writes at the file position; it is fsync'ed
-/// and renamed over `path`, then the folder is fsync'ed. On any error (body's
-/// included) the temp file is removed and `path` is untouched.
-Status WriteAtomically(const std::string& path, std::string_view prefix,
-                       const std::function<Status(int fd, const std::string& tmp)>& body);
+/// Writes `path` atomically and durably (util::AtomicWriteFileWith, mode
+/// 0644, fsync of file and folder, the folder must exist): `prefix`, then
+/// whatever `body(fd, tmp_path)` writes at the file position. On any error
+/// (body's included) the temp file is removed and `path` is untouched.
+Status WriteAtomically(const std::string& path, std::string_view prefix, const util::AtomicWriteBody& body);
 
 /// Writes the index of a sharded save atomically and durably (util::AtomicWriteFile):
 /// {"metadata": {"total_size": N, <metadata but total_size>}, "weight_map": {tensor: file}}

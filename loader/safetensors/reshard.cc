@@ -37,7 +37,7 @@ Status WriteShardIndex(const std::string& path, uint64_t total_size, const nlohm
   try {
     text = util::DumpJson(idx, 2) + "\n";
   } catch (const std::exception& e) {  // invalid UTF-8 in a name
-    return Status(Code::kInvalidArgument, "cannot write the index '" + path + "': " + e.what(), "InvalidName");
+    return Status(Code::kInvalidArgument, "cannot write the index '" + path + "': " + e.what(), reason::kInvalidName);
   }
   util::AtomicWriteOptions o;
   o.durable = true;
@@ -103,7 +103,7 @@ Status MergeMetadata(const std::map<std::string, std::string>& add, const std::s
     Status st(Code::kInvalidFormat,
               "__metadata__ key '" + k + "' is '" + it->second + "' in '" + (*origin)[k] + "' but '" + v + "' in '" +
                   file + "': resharding would have to drop one of them",
-              std::string(reason::kMetadataConflict));
+              reason::kMetadataConflict);
     st.mutable_context().file = file;
     return st;
   }
@@ -152,7 +152,7 @@ Status WriteShard(const std::string& path, std::vector<safetensors::TensorToWrit
       const uint8_t* p = static_cast<const uint8_t*>(t.data);
       for (uint64_t off = 0; off < t.nbytes; off += kPiece) {
         const uint64_t n = std::min(kPiece, t.nbytes - off);
-        HUBLOAD_RETURN_IF_ERROR(safetensors::internal::WriteAll(fd, p + off, n, tmp));
+        HUBLOAD_RETURN_IF_ERROR(util::WriteAll(fd, p + off, n, tmp));
         done += n;
         if (written) written(done);
         if (!mapped.count(t.name)) continue;
@@ -166,7 +166,7 @@ Status WriteShard(const std::string& path, std::vector<safetensors::TensorToWrit
 }
 
 Status Invalid(const std::string& what) {
-  return Status(Code::kInvalidArgument, "reshard: " + what, "InvalidArgument");
+  return Status(Code::kInvalidArgument, "reshard: " + what, reason::kInvalidArgument);
 }
 
 }  // namespace
@@ -223,7 +223,7 @@ Result<ReshardResult> ReshardCheckpoint(const ReshardSource& src, const std::str
                     "tensor '" + info.name + "' of '" + s.path + "' has dtype " + safetensors::DtypeName(info.dtype) +
                         ", which hubload cannot convert to " + safetensors::DtypeName(*options.float_dtype) +
                         " (reshard without a dtype keeps it as stored)",
-                    std::string(reason::kUnsupportedDtype));
+                    reason::kUnsupportedDtype);
           st.mutable_context().tensor = info.name;
           st.mutable_context().file = s.path;
           return st;

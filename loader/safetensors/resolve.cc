@@ -1,6 +1,7 @@
 // Weight-file resolution (loading-semantics.md section A). Torch-free.
 #include "util/text.h"
 #include "hubload/resolve.h"
+#include "hubload/reasons.h"
 
 #include <algorithm>
 #include <cctype>
@@ -155,7 +156,8 @@ Result<ResolvedWeights> ResolveWeights(const std::vector<std::string>& repo_file
   for (char c : options.variant) {
     if (c == '/' || c == '\\' || std::isspace(static_cast<unsigned char>(c)) || c == '\0')
       return Status(Code::kInvalidArgument,
-                    "variant '" + options.variant + "' may not contain '/', '\\' or whitespace", "InvalidVariant");
+                    "variant '" + options.variant + "' may not contain '/', '\\' or whitespace",
+                    reason::kInvalidVariant);
   }
   std::string folder = NormaliseSubfolder(options.subfolder);
   std::unordered_set<std::string> present(repo_files.begin(), repo_files.end());
@@ -176,12 +178,12 @@ Result<ResolvedWeights> ResolveWeights(const std::vector<std::string>& repo_file
                       JoinList(looked_for) + "); variants present: " +
                       (variants.empty() ? std::string("none") : JoinList(variants));
     if (fallback) msg += "; pass no variant (or allow the fallback) to load '" + fallback->weights_file + "'";
-    Status st(Code::kNotFound, msg, "VariantNotFound");
+    Status st(Code::kNotFound, msg, reason::kVariantNotFound);
     st.mutable_context().file = folder;
     return st;
   }
   Status st(Code::kNotFound, "no weights found in " + where + " (looked for " + JoinList(looked_for) + ")",
-            "WeightsNotFound");
+            reason::kWeightsNotFound);
   st.mutable_context().file = folder;
   return st;
 }
@@ -193,7 +195,7 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved, con
   for (const auto& [tensor, shard] : index.weight_map) shards.insert(shard);
   if (shards.empty()) {
     Status st(Code::kInvalidFormat, "index '" + resolved.weights_file + "' names no shard (empty weight_map)",
-              "EmptyIndex");
+              reason::kEmptyIndex);
     st.mutable_context().file = resolved.weights_file;
     return st;
   }
@@ -209,7 +211,7 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved, con
       Status st(Code::kInvalidFormat,
                 "index '" + resolved.weights_file + "' names shard '" + s +
                     "': a shard must be a plain file name (no '/', '\\', '..', drive) ending in '" + ext + "'",
-                "InvalidShardName");
+                reason::kInvalidShardName);
       st.mutable_context().file = resolved.weights_file;
       return st;
     }
@@ -224,7 +226,7 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved, con
                     (v.empty() ? std::string("is a variant shard, but no variant was asked")
                                : "does not carry the variant '" + v + "'") +
                     ": variant and non-variant files must not be mixed",
-                "VariantMixing");
+                reason::kVariantMixing);
       st.mutable_context().file = resolved.weights_file;
       return st;
     }
@@ -236,7 +238,7 @@ Result<std::vector<std::string>> ShardPaths(const ResolvedWeights& resolved, con
     Status st(Code::kNotFound,
               "index '" + resolved.weights_file + "' names " + std::to_string(missing.size()) +
                   " shard(s) that are not present: " + util::JoinCut(missing),
-              "MissingShards");
+              reason::kMissingShards);
     st.mutable_context().file = missing.front();
     st.mutable_context().names = missing;  // the message cuts the list
     return st;
@@ -248,7 +250,7 @@ Result<std::vector<std::string>> ListLocalFiles(const std::string& root) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
-    Status st(Code::kNotFound, "'" + root + "' is not a folder", "NotAFolder");
+    Status st(Code::kNotFound, "'" + root + "' is not a folder", reason::kNotAFolder);
     st.mutable_context().file = root;
     return st;
   }
@@ -267,7 +269,7 @@ Result<std::vector<std::string>> ListLocalFiles(const std::string& root) {
     out.push_back(p.lexically_relative(fs::path(root)).generic_string());
   }
   if (ec) {
-    Status st(Code::kIOError, "cannot list '" + root + "': " + ec.message(), "ListFailed");
+    Status st(Code::kIOError, "cannot list '" + root + "': " + ec.message(), reason::kListFailed);
     st.mutable_context().file = root;
     return st;
   }

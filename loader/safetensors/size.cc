@@ -15,21 +15,12 @@ __extension__ typedef unsigned __int128 U128;  // exact size arithmetic (GCC/Cla
 using util::AllDigits;
 constexpr auto Trim = util::TrimBlanks;
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  return true;
-}
-
 Status BadSize(std::string_view text, const std::string& why) {
   return Status(Code::kInvalidArgument,
                 "invalid size '" + std::string(text) + "': " + why +
                     " (write an integer number of bytes or a number with a unit: B, KB, MB, GB, TB (powers of 10) "
                     "or KiB, MiB, GiB, TiB (powers of 2), e.g. \"10GB\", \"1.5GiB\")",
-                std::string(reason::kInvalidMemorySize));
+                reason::kInvalidMemorySize);
 }
 
 }  // namespace
@@ -71,7 +62,7 @@ Result<uint64_t> ParseMemorySize(std::string_view text) {
       {"TiB", kKi * kKi * kKi * kKi},
   };
   for (const auto& u : kUnits) {
-    if (EqualsNoCase(unit, u.name)) {
+    if (util::EqualsIgnoreCase(unit, u.name)) {
       multiplier = u.bytes;
       break;
     }
@@ -79,7 +70,7 @@ Result<uint64_t> ParseMemorySize(std::string_view text) {
   if (multiplier == 0) return BadSize(text, "unknown unit '" + std::string(unit) + "'");
   // accelerate's convert_file_size_to_int reads a lowercase final 'b' of a
   // decimal unit ("10Gb", "10gb") as bits; rather than guess, refuse it.
-  if (unit.size() >= 1 && unit.back() == 'b' && !(unit.size() == 3 && Lower(unit[1]) == 'i'))
+  if (unit.size() >= 1 && unit.back() == 'b' && !(unit.size() == 3 && util::AsciiLower(unit[1]) == 'i'))
     return BadSize(text, "a lowercase 'b' is ambiguous (accelerate reads \"Gb\" as gigabits); write \"B\" for bytes");
   if (unit.empty() && dot != std::string_view::npos) return BadSize(text, "a fractional number of bytes");
 

@@ -8,6 +8,7 @@
 #include "hubload/reasons.h"
 #include "hubload/resolve.h"
 #include "hubload/size.h"
+#include "util/text.h"
 
 namespace hubload {
 namespace {
@@ -23,7 +24,7 @@ Result<uint64_t> ParseMaxShardSize(std::string_view text) {
   HUBLOAD_ASSIGN_OR_RETURN(uint64_t v, ParseMemorySize(text));
   if (v == 0)
     return Status(Code::kInvalidArgument, "invalid max_shard_size '" + std::string(text) + "': must be at least 1 byte",
-                  std::string(reason::kInvalidSize));
+                  reason::kInvalidSize);
   return v;
 }
 
@@ -42,14 +43,17 @@ Result<StateDictSplit> SplitStateDict(const std::vector<SplitEntry>& entries, ui
   auto first = filename_pattern.find("{suffix}");
   if (first == std::string::npos || filename_pattern.find("{suffix}", first + 1) != std::string::npos)
     return Status(Code::kInvalidArgument,
-                  "filename pattern '" + filename_pattern + "' must contain '{suffix}' exactly once", "InvalidPattern");
+                  "filename pattern '" + filename_pattern + "' must contain '{suffix}' exactly once",
+                  reason::kInvalidPattern);
   if (max_shard_size == 0)
-    return Status(Code::kInvalidArgument, "max_shard_size must be > 0", std::string(reason::kInvalidSize));
+    return Status(Code::kInvalidArgument, "max_shard_size must be > 0", reason::kInvalidSize);
   std::set<std::string> names;
   for (const auto& e : entries) {
-    if (e.name.empty()) return Status(Code::kInvalidArgument, "state dict entry with an empty name", "InvalidName");
+    if (e.name.empty()) return Status(Code::kInvalidArgument, "state dict entry with an empty name",
+                                      reason::kInvalidName);
     if (!names.insert(e.name).second)
-      return Status(Code::kInvalidArgument, "state dict entry '" + e.name + "' appears twice", "DuplicateTensor");
+      return Status(Code::kInvalidArgument, "state dict entry '" + e.name + "' appears twice",
+                    reason::kDuplicateTensor);
   }
 
   // storage id -> names (first is the sized one), in first-seen order.
@@ -114,9 +118,7 @@ Result<StateDictSplit> SplitStateDict(const std::vector<SplitEntry>& entries, ui
   }
   out.is_sharded = true;
   for (size_t i = 0; i < n; ++i) {
-    char suffix[64];
-    std::snprintf(suffix, sizeof suffix, "-%05zu-of-%05zu", i + 1, n);
-    std::string fname = FormatSuffix(filename_pattern, suffix);
+    std::string fname = FormatSuffix(filename_pattern, util::FormatShardSuffix(i + 1, n));
     for (const auto& name : shard_list[i]) out.tensor_to_filename[name] = fname;
     out.filename_to_tensors.emplace_back(fname, std::move(shard_list[i]));
   }

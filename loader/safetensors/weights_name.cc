@@ -2,20 +2,10 @@
 #include <cctype>
 
 #include "hubload/resolve.h"
+#include "util/text.h"
 
 namespace hubload {
 namespace {
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-bool Digits5(std::string_view s) {
-  if (s.size() != 5) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
 
 bool Plain(std::string_view s) {  // a stem or variant: non-empty, no '.', '/', '\\'
   if (s.empty()) return false;
@@ -24,32 +14,13 @@ bool Plain(std::string_view s) {  // a stem or variant: non-empty, no '.', '/', 
   return true;
 }
 
-/// "xxx-NNNNN-of-MMMMM" at the end of `s`: fills shard/num and returns the
-/// prefix length, or npos; *malformed is set when the form is there but the
-/// numbers are impossible (shard 0, or above the count).
-size_t ShardSuffix(std::string_view s, int* shard, int* num, bool* malformed) {
-  constexpr size_t kLen = 15;  // "-NNNNN-of-MMMMM"
-  if (s.size() <= kLen) return std::string_view::npos;
-  std::string_view t = s.substr(s.size() - kLen);
-  if (t[0] != '-' || !Digits5(t.substr(1, 5)) || t.substr(6, 4) != "-of-" || !Digits5(t.substr(10, 5)))
-    return std::string_view::npos;
-  int a = std::stoi(std::string(t.substr(1, 5))), b = std::stoi(std::string(t.substr(10, 5)));
-  if (a < 1 || a > b) {
-    *malformed = true;
-    return std::string_view::npos;
-  }
-  *shard = a;
-  *num = b;
-  return s.size() - kLen;
-}
-
 }  // namespace
 
 std::optional<WeightsFileName> ParseWeightsFileName(std::string_view name) {
   if (name.find('/') != std::string_view::npos || name.find('\\') != std::string_view::npos) return std::nullopt;
   WeightsFileName w;
   // Index files: stem.ext.index.json, stem.ext.index.V.json, stem.ext.V.index.json.
-  if (EndsWith(name, ".json")) {
+  if (name.ends_with(".json")) {
     for (std::string_view ext : {std::string_view(".safetensors."), std::string_view(".bin.")}) {
       size_t pos = name.find(ext);
       if (pos == std::string_view::npos) continue;
@@ -60,11 +31,11 @@ std::optional<WeightsFileName> ParseWeightsFileName(std::string_view name) {
       w.stem = std::string(stem);
       w.pickle = ext == ".bin.";
       if (rest == "index.json") return w;
-      if (rest.rfind("index.", 0) == 0 && EndsWith(rest, ".json") && Plain(rest.substr(6, rest.size() - 11))) {
+      if (rest.rfind("index.", 0) == 0 && rest.ends_with(".json") && Plain(rest.substr(6, rest.size() - 11))) {
         w.variant = std::string(rest.substr(6, rest.size() - 11));
         return w;
       }
-      if (EndsWith(rest, ".index.json") && Plain(rest.substr(0, rest.size() - 11))) {
+      if (rest.ends_with(".index.json") && Plain(rest.substr(0, rest.size() - 11))) {
         w.variant = std::string(rest.substr(0, rest.size() - 11));
         w.legacy_variant = true;
         return w;
@@ -74,9 +45,9 @@ std::optional<WeightsFileName> ParseWeightsFileName(std::string_view name) {
     return std::nullopt;
   }
   std::string_view body;
-  if (EndsWith(name, ".safetensors")) {
+  if (name.ends_with(".safetensors")) {
     body = name.substr(0, name.size() - 12);
-  } else if (EndsWith(name, ".bin")) {
+  } else if (name.ends_with(".bin")) {
     body = name.substr(0, name.size() - 4);
     w.pickle = true;
   } else {
@@ -90,33 +61,31 @@ std::optional<WeightsFileName> ParseWeightsFileName(std::string_view name) {
     // more than one dot in the body
     return std::nullopt;
   }
-  int a = 0, b = 0;
-  bool malformed = false;
-  if (size_t p = ShardSuffix(head, &a, &b, &malformed); p != std::string_view::npos) {
+  const auto head_shard = util::ParseShardSuffix(head);
+  if (head_shard && !head_shard->malformed) {
     // stem-NNNNN-of-MMMMM[.V] (the legacy form when V follows)
-    if (!Plain(head.substr(0, p))) return std::nullopt;
+    if (!Plain(head.substr(0, head_shard->prefix_len))) return std::nullopt;
     w.kind = WeightsFileName::Kind::kShard;
-    w.stem = std::string(head.substr(0, p));
-    w.shard = a;
-    w.num_shards = b;
+    w.stem = std::string(head.substr(0, head_shard->prefix_len));
+    w.shard = head_shard->shard;
+    w.num_shards = head_shard->count;
     if (!tail.empty()) {
       w.variant = std::string(tail);
       w.legacy_variant = true;
     }
     return w;
   }
-  if (malformed || !Plain(head)) return std::nullopt;
+  if (head_shard || !Plain(head)) return std::nullopt;  // a malformed shard suffix
   w.stem = std::string(head);
   if (tail.empty()) return w;  // stem.ext
-  if (size_t p = ShardSuffix(tail, &a, &b, &malformed); p != std::string_view::npos) {
-    if (!Plain(tail.substr(0, p))) return std::nullopt;
+  if (const auto tail_shard = util::ParseShardSuffix(tail)) {
+    if (tail_shard->malformed || !Plain(tail.substr(0, tail_shard->prefix_len))) return std::nullopt;
     w.kind = WeightsFileName::Kind::kShard;
-    w.variant = std::string(tail.substr(0, p));
-    w.shard = a;
-    w.num_shards = b;
+    w.variant = std::string(tail.substr(0, tail_shard->prefix_len));
+    w.shard = tail_shard->shard;
+    w.num_shards = tail_shard->count;
     return w;
   }
-  if (malformed) return std::nullopt;
   w.variant = std::string(tail);  // stem.V.ext
   return w;
 }

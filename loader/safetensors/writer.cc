@@ -12,20 +12,20 @@
 #include <set>
 
 #include "hubload/safetensors.h"
+#include "hubload/reasons.h"
 #include "loader/safetensors/internal.h"
 
 namespace hubload::safetensors {
 
-using internal::Quote;
 using internal::ShapeString;
 
 namespace {
-Status Invalid(const std::string& tensor, const std::string& what, std::string reason = {}) {
+Status Invalid(const std::string& tensor, const std::string& what, std::string_view reason = {}) {
   ErrorContext ctx;
   ctx.tensor = tensor;
-  std::string msg = tensor.empty() ? what : "tensor " + Quote(tensor) + ": " + what;
-  if (!reason.empty()) msg += " (" + reason + ")";
-  return Status(Code::kInvalidArgument, std::move(msg), std::move(reason), std::move(ctx));
+  std::string msg = tensor.empty() ? what : "tensor " + util::Quoted(tensor) + ": " + what;
+  if (!reason.empty()) msg += " (" + std::string(reason) + ")";
+  return Status(Code::kInvalidArgument, std::move(msg), reason, std::move(ctx));
 }
 }  // namespace
 
@@ -36,34 +36,35 @@ Result<std::string> SerializeHeader(std::vector<TensorToWrite>* tensors,
   for (const auto& t : *tensors) {
     if (t.name == "__metadata__") return Invalid(t.name, "\"__metadata__\" is reserved, not a tensor name");
     if (!internal::IsValidUtf8(t.name)) return Invalid(t.name, "name is not valid UTF-8");
-    if (!names.insert(t.name).second) return Invalid(t.name, "name given twice", "DuplicateTensor");
+    if (!names.insert(t.name).second) return Invalid(t.name, "name given twice", reason::kDuplicateTensor);
     int bits_per = DtypeBits(t.dtype);
     if (bits_per == 0) return Invalid(t.name, "unknown dtype value");
     uint64_t elems = 1, bits = 0;
     for (uint64_t d : t.shape) {
       if (__builtin_mul_overflow(elems, d, &elems)) {
-        return Invalid(t.name, "element count of shape " + ShapeString(t.shape) + " overflows", "ValidationOverflow");
+        return Invalid(t.name, "element count of shape " + ShapeString(t.shape) + " overflows",
+                       reason::kValidationOverflow);
       }
     }
     if (__builtin_mul_overflow(elems, static_cast<uint64_t>(bits_per), &bits)) {
-      return Invalid(t.name, "bit size overflows", "ValidationOverflow");
+      return Invalid(t.name, "bit size overflows", reason::kValidationOverflow);
     }
     if (bits % 8 != 0) {
       return Invalid(t.name,
                      "shape " + ShapeString(t.shape) + " of " + DtypeName(t.dtype) + " is not a whole number of bytes",
-                     "MisalignedSlice");
+                     reason::kMisalignedSlice);
     }
     if (t.nbytes != bits / 8) {
       return Invalid(t.name,
                      "given " + std::to_string(t.nbytes) + " bytes but shape " + ShapeString(t.shape) + " of " +
                          DtypeName(t.dtype) + " needs " + std::to_string(bits / 8),
-                     "TensorInvalidInfo");
+                     reason::kTensorInvalidInfo);
     }
     if (t.nbytes > 0 && t.data == nullptr) return Invalid(t.name, "data is null but nbytes > 0");
   }
   for (const auto& [k, v] : metadata) {
     if (!internal::IsValidUtf8(k) || !internal::IsValidUtf8(v)) {
-      return Invalid({}, "metadata key " + Quote(k) + " or its value is not valid UTF-8");
+      return Invalid({}, "metadata key " + util::Quoted(k) + " or its value is not valid UTF-8");
     }
   }
   // Rust `prepare`: dtype descending (enum order), then name ascending.
@@ -97,7 +98,7 @@ Result<std::string> SerializeHeader(std::vector<TensorToWrite>* tensors,
   while (text.size() % 8 != 0) text += ' ';
   if (text.size() > kMaxHeaderSize) {
     return Invalid({}, "header would be " + std::to_string(text.size()) + " bytes, over the limit",
-                   "HeaderTooLarge");
+                   reason::kHeaderTooLarge);
   }
   std::string out(8, '\0');
   uint64_t n = text.size();
@@ -108,67 +109,14 @@ Result<std::string> SerializeHeader(std::vector<TensorToWrite>* tensors,
 
 namespace internal {
 
-Status WriteAll(int fd, const void* data, uint64_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, 1u << 30));
-    ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "write", path);
-    }
-    p += w;
-    n -= static_cast<uint64_t>(w);
-  }
-  return Status::Ok();
-}
-
-namespace {
-std::string DirOf(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-}  // namespace
-
-Status WriteAtomically(const std::string& path, std::string_view prefix,
-                       const std::function<Status(int fd, const std::string& tmp)>& body) {
-  std::string tmpl = path + ".tmp.XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  int fd = ::mkostemp(buf.data(), O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "create temp file", path);
-  std::string tmp(buf.data());
-  auto fail = [&](Status st) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return st;
-  };
-  if (::fchmod(fd, 0644) != 0) return fail(ErrnoStatus(errno, "fchmod", tmp));
-  Status st = WriteAll(fd, prefix.data(), prefix.size(), tmp);
-  if (!st.ok()) return fail(st);
-  if (body) {
-    st = body(fd, tmp);
-    if (!st.ok()) return fail(st);
-  }
-  if (::fsync(fd) != 0) return fail(ErrnoStatus(errno, "fsync", tmp));
-  if (::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoStatus(e, "close", tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoStatus(e, "rename to " + path, tmp);
-  }
-  int dfd = ::open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // best effort: some file systems refuse fsync on directories
-    ::close(dfd);
-  }
-  return Status::Ok();
+Status WriteAtomically(const std::string& path, std::string_view prefix, const util::AtomicWriteBody& body) {
+  return util::AtomicWriteFileWith(
+      path,
+      [&](int fd, const std::string& tmp) {
+        HUBLOAD_RETURN_IF_ERROR(util::WriteAll(fd, prefix.data(), prefix.size(), tmp));
+        return body ? body(fd, tmp) : Status::Ok();
+      },
+      {.mode = 0644, .durable = true, .create_parents = false});
 }
 
 }  // namespace internal
@@ -180,7 +128,7 @@ Status WriteFile(const std::string& path, std::vector<TensorToWrite> tensors,
   return internal::WriteAtomically(path, *serialized, [&](int fd, const std::string& tmp) {
     for (const auto& t : tensors) {
       if (t.nbytes == 0) continue;
-      HUBLOAD_RETURN_IF_ERROR(internal::WriteAll(fd, t.data, t.nbytes, tmp));
+      HUBLOAD_RETURN_IF_ERROR(util::WriteAll(fd, t.data, t.nbytes, tmp));
     }
     return Status::Ok();
   });

@@ -268,7 +268,7 @@ namespace {
 
 Status TensorError(Code code, std::string_view reason, const std::string& file, const std::string& tensor,
                    const std::string& message) {
-  Status st(code, message, std::string(reason));
+  Status st(code, message, reason);
   st.mutable_context().file = file;
   st.mutable_context().tensor = tensor;
   return st;

@@ -36,7 +36,7 @@ Status Unconvertible(const safetensors::TensorInfo& info, Dtype to) {
   Status st(Code::kUnsupported,
             "tensor '" + info.name + "' has dtype " + safetensors::DtypeName(info.dtype) +
                 ", which hubload cannot load as " + safetensors::DtypeName(to),
-            std::string(reason::kUnsupportedDtype));
+            reason::kUnsupportedDtype);
   st.mutable_context().tensor = info.name;
   return st;
 }
@@ -45,7 +45,8 @@ Result<std::vector<int64_t>> Sizes(const safetensors::TensorInfo& info) {
   std::vector<int64_t> s;
   for (uint64_t d : info.shape) {
     if (d > static_cast<uint64_t>(INT64_MAX)) {
-      Status st(Code::kUnsupported, "tensor '" + info.name + "' has a dimension larger than 2^63-1", "ShapeTooLarge");
+      Status st(Code::kUnsupported, "tensor '" + info.name + "' has a dimension larger than 2^63-1",
+                reason::kShapeTooLarge);
       st.mutable_context().tensor = info.name;
       return st;
     }
@@ -130,7 +131,7 @@ Result<at::Tensor> TensorFromBytes(const safetensors::TensorInfo& info, std::spa
   HUBLOAD_ASSIGN_OR_RETURN(Plan p, PlanTensor(info, options));
   if (bytes.size() != info.nbytes() || convert::BytesOf(info.dtype, p.n) != info.nbytes()) {
     Status st(Code::kInvalidFormat, "tensor '" + info.name + "' lies outside '" + label + "'",
-              std::string(reason::kTensorOutOfRange));
+              reason::kTensorOutOfRange);
     st.mutable_context().tensor = info.name;
     return st;
   }
@@ -158,7 +159,7 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
   auto bytes = file.data(info);
   if (bytes.size() != info.nbytes()) {
     Status st(Code::kInvalidFormat, "tensor '" + info.name + "' lies outside '" + FileLabel(file) + "'",
-              std::string(reason::kTensorOutOfRange));
+              reason::kTensorOutOfRange);
     st.mutable_context().tensor = info.name;
     return st;
   }
@@ -174,7 +175,7 @@ Result<at::Tensor> LoadTensorFromFd(int fd, uint64_t offset, const safetensors::
       __builtin_add_overflow(offset, info.nbytes(), &end) || end > static_cast<uint64_t>(INT64_MAX)) {
     Status st(Code::kInvalidArgument,
               "LoadTensorFromFd: tensor '" + info.name + "' of '" + label + "': bad descriptor, offset or byte count",
-              "InvalidTensorSource");
+              reason::kInvalidTensorSource);
     st.mutable_context().tensor = info.name;
     st.mutable_context().file = label;
     return st;

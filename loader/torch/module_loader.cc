@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "hubload/torch_loader.h"
+#include "hubload/reasons.h"
 #include "loader/torch/internal.h"
 
 namespace hubload {
@@ -28,7 +29,7 @@ std::vector<std::regex> Compile(const std::vector<std::string>& patterns, Status
     try {
       out.emplace_back(p, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      *err = Status(Code::kInvalidArgument, "invalid ignore regex '" + p + "': " + e.what(), "InvalidRegex");
+      *err = Status(Code::kInvalidArgument, "invalid ignore regex '" + p + "': " + e.what(), reason::kInvalidRegex);
     }
   }
   return out;
@@ -72,7 +73,7 @@ struct ModuleLoader::Impl {
               "tensor '" + name + "'" + (label.empty() ? "" : " in '" + label + "'") + " has shape " +
                   internal::ShapeString(ckpt) + " in the checkpoint but " + internal::ShapeString(model_shape) +
                   " in the model (set ignore_mismatched_sizes to keep the model's value)",
-              "ShapeMismatch");
+              reason::kShapeMismatch);
     st.mutable_context().tensor = name;
     st.mutable_context().file = label;
     return st;
@@ -167,18 +168,19 @@ Status ModuleLoader::Expect(const std::vector<ExpectedKey>& keys, const std::str
     return Status(Code::kInvalidArgument,
                   "strict load: the checkpoint" + (label.empty() ? "" : " '" + label + "'") + " lacks " +
                       std::to_string(missing.size()) + " key(s) of the model: " + JoinNames(missing),
-                  "MissingKeys");
+                  reason::kMissingKeys);
   if (!unexpected.empty())
     return Status(Code::kInvalidArgument,
                   "strict load: the checkpoint" + (label.empty() ? "" : " '" + label + "'") + " has " +
                       std::to_string(unexpected.size()) + " key(s) the model lacks: " + JoinNames(unexpected),
-                  "UnexpectedKeys");
+                  reason::kUnexpectedKeys);
   return Status::Ok();
 }
 
 Status ModuleLoader::AddTensors(StateDict&& tensors, const std::string& shard_label) {
   HUBLOAD_RETURN_IF_ERROR(impl_->init_error);
-  if (impl_->finished) return Status(Code::kInvalidArgument, "ModuleLoader::AddTensors after Finish", "Finished");
+  if (impl_->finished) return Status(Code::kInvalidArgument, "ModuleLoader::AddTensors after Finish",
+                                     reason::kFinished);
   StateDict batch = std::move(tensors);
   // Pass 1: check everything before touching the module.
   std::vector<size_t> to_load;
@@ -188,7 +190,7 @@ Status ModuleLoader::AddTensors(StateDict&& tensors, const std::string& shard_la
     if (!in_batch.insert(name).second || impl_->loaded_names.count(name)) {
       Status st(Code::kInvalidArgument,
                 "tensor '" + name + "' is given twice" + (shard_label.empty() ? "" : " (in '" + shard_label + "')"),
-                "DuplicateKey");
+                reason::kDuplicateKey);
       st.mutable_context().tensor = name;
       return st;
     }
@@ -242,7 +244,7 @@ Status ModuleLoader::AddTensors(StateDict&& tensors, const std::string& shard_la
 
 Result<LoadReport> ModuleLoader::Finish() {
   HUBLOAD_RETURN_IF_ERROR(impl_->init_error);
-  if (impl_->finished) return Status(Code::kInvalidArgument, "ModuleLoader::Finish called twice", "Finished");
+  if (impl_->finished) return Status(Code::kInvalidArgument, "ModuleLoader::Finish called twice", reason::kFinished);
   impl_->finished = true;
   LoadReport r;
   r.missing = impl_->Missing();
@@ -260,12 +262,12 @@ Result<LoadReport> ModuleLoader::Finish() {
   if (impl_->options.strict && !r.missing.empty())
     return Status(Code::kInvalidArgument,
                   "strict load: " + std::to_string(r.missing.size()) + " key(s) missing: " + JoinNames(r.missing),
-                  "MissingKeys");
+                  reason::kMissingKeys);
   if (impl_->options.strict && !r.unexpected.empty())
     return Status(Code::kInvalidArgument,
                   "strict load: " + std::to_string(r.unexpected.size()) + " unexpected key(s): " +
                       JoinNames(r.unexpected),
-                  "UnexpectedKeys");
+                  reason::kUnexpectedKeys);
   return r;
 }
 

@@ -28,7 +28,7 @@ Status FromTorchError(const std::exception& e, const std::string& what) {
   // c10::Error messages carry a long backtrace after the first line.
   auto nl = msg.find('\n');
   if (nl != std::string::npos) msg = msg.substr(0, nl);
-  return Status(Code::kInternal, what + ": LibTorch error: " + msg, "TorchError");
+  return Status(Code::kInternal, what + ": LibTorch error: " + msg, reason::kTorchError);
 }
 
 std::string ShapeString(at::IntArrayRef s) {
@@ -60,7 +60,7 @@ Result<safetensors::Dtype> SafetensorsDtype(at::ScalarType t) {
     case at::kComplexFloat: return Dtype::C64;
     default:
       return Status(Code::kUnsupported, std::string("LibTorch dtype ") + c10::toString(t) + " has no safetensors dtype",
-                    "UnsupportedDtype");
+                    reason::kUnsupportedDtype);
   }
 }
 
@@ -167,15 +167,15 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
   if (auto* b = std::get_if<uint64_t>(&options.max_shard_size)) {
     max_shard = *b;
     if (max_shard == 0)
-      return Status(Code::kInvalidArgument, "max_shard_size must be > 0", std::string(reason::kInvalidSize));
+      return Status(Code::kInvalidArgument, "max_shard_size must be > 0", reason::kInvalidSize);
   } else {
     HUBLOAD_ASSIGN_OR_RETURN(max_shard, ParseMaxShardSize(std::get<std::string>(options.max_shard_size)));
   }
   if (options.weights_name.empty() || options.weights_name.find('/') != std::string::npos)
-    return Status(Code::kInvalidArgument, "invalid weights name '" + options.weights_name + "'", "InvalidName");
+    return Status(Code::kInvalidArgument, "invalid weights name '" + options.weights_name + "'", reason::kInvalidName);
   for (char c : options.variant)
     if (c == '/' || c == '\\' || c == '.' || std::isspace(static_cast<unsigned char>(c)))
-      return Status(Code::kInvalidArgument, "invalid variant '" + options.variant + "'", "InvalidVariant");
+      return Status(Code::kInvalidArgument, "invalid variant '" + options.variant + "'", reason::kInvalidVariant);
 
   SaveResult result;
   std::vector<SplitEntry> entries;
@@ -193,9 +193,11 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
     std::set<std::string> seen;
     for (const auto& [name, t] : state_dict) {
       if (!seen.insert(name).second)
-        return Status(Code::kInvalidArgument, "state dict entry '" + name + "' appears twice", "DuplicateTensor");
+        return Status(Code::kInvalidArgument, "state dict entry '" + name + "' appears twice",
+                      reason::kDuplicateTensor);
       if (!t.defined())
-        return Status(Code::kInvalidArgument, "state dict entry '" + name + "' is an undefined tensor", "InvalidTensor");
+        return Status(Code::kInvalidArgument, "state dict entry '" + name + "' is an undefined tensor",
+                      reason::kInvalidTensor);
       auto d = SafetensorsDtype(t.scalar_type());
       if (!d.ok()) return d.status().WithPrefix("tensor '" + name + "'");
       if (t.numel() == 0 || !t.has_storage() || t.storage().data() == nullptr) continue;
@@ -232,7 +234,7 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
                           "tensors '" + a->name + "' and '" + b->name +
                               "' share memory but are different views of it; safetensors stores each byte once — "
                               "clone one of them before saving",
-                          "SharedTensorOverlap");
+                          reason::kSharedTensorOverlap);
         }
       for (auto& cls : aliases) {
         if (cls.size() < 2) continue;
@@ -279,7 +281,7 @@ Result<SaveResult> SaveSharded(const StateDict& state_dict, const std::string& d
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
-    Status st(Code::kIOError, "cannot create '" + dir + "': " + ec.message(), "MkdirFailed");
+    Status st(Code::kIOError, "cannot create '" + dir + "': " + ec.message(), reason::kMkdirFailed);
     st.mutable_context().file = dir;
     return st;
   }

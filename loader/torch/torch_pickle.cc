@@ -1,6 +1,7 @@
 // pickle::Checkpoint -> at::Tensor views over the mapped file (see
 // include/hubload/torch_pickle.h). ATen only.
 #include "hubload/torch_pickle.h"
+#include "hubload/reasons.h"
 
 #include <ATen/ATen.h>
 
@@ -29,7 +30,7 @@ std::optional<at::ScalarType> CarrierType(Dtype d) {
 }
 
 Status OutOfRange(const pickle::PickleFile& file, const pickle::Tensor& t, const std::string& what) {
-  Status st(Code::kInvalidFormat, "'" + file.path() + "': tensor '" + t.name + "': " + what, "TensorOutOfRange");
+  Status st(Code::kInvalidFormat, "'" + file.path() + "': tensor '" + t.name + "': " + what, reason::kTensorOutOfRange);
   st.mutable_context().file = file.path();
   st.mutable_context().tensor = t.name;
   return st;

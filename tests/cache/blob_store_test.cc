@@ -14,6 +14,7 @@
 #include "hubload/cache.h"
 #include "hubload/reasons.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -53,12 +54,12 @@ TEST(BlobStore, RegularFileIsVerifiedByItsGitBlobSha1) {
   const BlobId id{GitSha1(good), static_cast<int64_t>(good.size())};
   {
     auto lock = store.Lock(id.etag, 5);
-    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    ASSERT_OK(lock);
     auto w = store.OpenStream(id, false);
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Append(good.data(), good.size()).ok());
+    ASSERT_OK(w);
+    ASSERT_OK((*w)->Append(good.data(), good.size()));
     auto c = (*w)->Commit();
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     EXPECT_EQ(ReadAll(*c), good);
   }
   EXPECT_TRUE(store.Has(id));
@@ -68,8 +69,8 @@ TEST(BlobStore, RegularFileIsVerifiedByItsGitBlobSha1) {
   std::string bad = good;
   bad[3] ^= 1;
   auto w = store2.OpenStream(id, false);
-  ASSERT_TRUE(w.ok());
-  ASSERT_TRUE((*w)->Append(bad.data(), bad.size()).ok());
+  ASSERT_OK(w);
+  ASSERT_OK((*w)->Append(bad.data(), bad.size()));
   auto c = (*w)->Commit();
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), Code::kCorruptDownload);
@@ -89,11 +90,11 @@ TEST(BlobStore, RangedRegularFileIsVerifiedToo) {
     if (corrupt) bytes[(2 << 20) + 5] ^= 0x40;
     BlobId id{GitSha1(data), static_cast<int64_t>(data.size())};
     auto w = store.OpenRanged(id, 1 << 20, false);
-    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_OK(w);
     for (size_t k = (*w)->num_chunks(); k-- > 0;) {
       uint64_t b = (*w)->chunk_begin(k), e = (*w)->chunk_end(k);
-      ASSERT_TRUE((*w)->Append(k, bytes.data() + b, e - b).ok());
-      ASSERT_TRUE((*w)->FlushChunk(k).ok());
+      ASSERT_OK((*w)->Append(k, bytes.data() + b, e - b));
+      ASSERT_OK((*w)->FlushChunk(k));
     }
     auto c = (*w)->Commit();
     EXPECT_EQ(c.ok(), !corrupt) << c.status().ToString();
@@ -114,7 +115,7 @@ TEST(BlobStore, CachedLinksAnExistingBlobAndWritesRefsOnlyForBranches) {
   const std::string data = "weights";
   const BlobId id{Sha(data), static_cast<int64_t>(data.size())};
   auto none = store.Cached(kCommit, "w.bin", id);
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_FALSE(none->has_value());
   fs::create_directories(cache.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(rc.BlobPath(id.etag), data);
@@ -123,9 +124,9 @@ TEST(BlobStore, CachedLinksAnExistingBlobAndWritesRefsOnlyForBranches) {
   EXPECT_EQ(**linked, rc.PointerPath(kCommit, "w.bin"));
   EXPECT_TRUE(fs::is_symlink(**linked));
   EXPECT_EQ(ReadAll(**linked), data);
-  ASSERT_TRUE(store.WriteRef(kCommit, kCommit).ok());
+  ASSERT_OK(store.WriteRef(kCommit, kCommit));
   EXPECT_FALSE(fs::exists(cache.path() / "models--org--m/refs" / kCommit));
-  ASSERT_TRUE(store.WriteRef("main", kCommit).ok());
+  ASSERT_OK(store.WriteRef("main", kCommit));
   EXPECT_EQ(ReadAll(cache.path() / "models--org--m/refs/main"), kCommit);
 }
 
@@ -137,7 +138,7 @@ TEST(TreeCache, EveryFieldOfEveryTypeIsAnErrorOrAValueNeverAnAbort) {
                            {{"size", 9}, {"blob_id", std::string(40, 'b')}, {"lfs_sha256", std::string(64, 'c')},
                             {"lfs_size", 9}}}}}};
   auto ok = hubload::cache_internal::ParseTreeCacheText(doc.dump(), "/c/trees/x.json");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[1].lfs_sha256, std::string(64, 'c'));
   const std::vector<nlohmann::json> types = {nullptr, true, 0, -1, 2.5, "s", nlohmann::json::array(),
@@ -171,7 +172,7 @@ TEST(TreeCache, EveryFieldOfEveryTypeIsAnErrorOrAValueNeverAnAbort) {
   TempDir cache;
   RepoCache rc(cache.str(), "org/m", RepoType::kModel);
   std::vector<hubload::cache_internal::TreeEntry> files = {{"a.bin", 3, std::string(40, 'd'), ""}};
-  ASSERT_TRUE(hubload::cache_internal::WriteTreeCache(rc, kCommit, files).ok());
+  ASSERT_OK(hubload::cache_internal::WriteTreeCache(rc, kCommit, files));
   auto back = hubload::cache_internal::ReadTreeCache(rc, kCommit);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ((*back)[0].blob_id, std::string(40, 'd'));
@@ -182,7 +183,7 @@ TEST(TreeCache, EveryFieldOfEveryTypeIsAnErrorOrAValueNeverAnAbort) {
 TEST(LocalDirMeta, CorruptMetadataIsIgnoredAndAGoodOneReadBack) {
   TempDir dir;
   hubload::testing::WriteFileBytes(dir.path() / "a.bin", std::string("x"));
-  ASSERT_TRUE(hubload::cache_internal::WriteLocalDirMeta(dir.str(), "a.bin", kCommit, "etag1").ok());
+  ASSERT_OK(hubload::cache_internal::WriteLocalDirMeta(dir.str(), "a.bin", kCommit, "etag1"));
   auto m = hubload::cache_internal::ReadLocalDirMeta(dir.str(), "a.bin");
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->commit, kCommit);

@@ -5,31 +5,28 @@
 
 #include "hubload/cache.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
+using hubload::testing::PatternBytes;
 using hubload::BlobWriter;
 using hubload::RepoCache;
 
 namespace {
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7) & 0xff);
-  return s;
-}
 }  // namespace
 
 TEST(BlobWriter, CommitsOnlyWhenSizeAndSha256Match) {
   hubload::testing::TempDir tmp;
   RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
-  std::string data = Pattern(3 << 20, 1);
+  std::string data = PatternBytes(3 << 20, 1);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   auto w = BlobWriter::Open(rc, sha, {static_cast<int64_t>(data.size()), sha, true, ""});
-  ASSERT_TRUE(w.ok());
-  ASSERT_TRUE((*w)->Append(data.data(), 1000).ok());
-  ASSERT_TRUE((*w)->Append(data.data() + 1000, data.size() - 1000).ok());
+  ASSERT_OK(w);
+  ASSERT_OK((*w)->Append(data.data(), 1000));
+  ASSERT_OK((*w)->Append(data.data() + 1000, data.size() - 1000));
   EXPECT_FALSE(fs::exists(rc.BlobPath(sha)));  // not before Commit
   auto p = (*w)->Commit();
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   auto got = hubload::testing::ReadFileBytes(*p);
   EXPECT_EQ(hubload::testing::Sha256Hex(got.data(), got.size()), sha);
   EXPECT_FALSE(fs::exists(rc.IncompletePath(sha)));
@@ -38,12 +35,12 @@ TEST(BlobWriter, CommitsOnlyWhenSizeAndSha256Match) {
 TEST(BlobWriter, ShortDownloadKeepsPartialAndNoBlob) {
   hubload::testing::TempDir tmp;
   RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
-  std::string data = Pattern(1048576, 2);
+  std::string data = PatternBytes(1048576, 2);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   {
     auto w = BlobWriter::Open(rc, sha, {1048576, sha, true, ""});
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE((*w)->Append(data.data(), 400000).ok());
+    ASSERT_OK(w);
+    ASSERT_OK((*w)->Append(data.data(), 400000));
     auto c = (*w)->Commit();
     EXPECT_EQ(c.status().code(), hubload::Code::kCorruptDownload);
   }
@@ -51,10 +48,10 @@ TEST(BlobWriter, ShortDownloadKeepsPartialAndNoBlob) {
   EXPECT_EQ(fs::file_size(rc.IncompletePath(sha)), 400000u);
   // Resume: the new writer continues at 400000 and its hash covers the prefix.
   auto w = BlobWriter::Open(rc, sha, {1048576, sha, true, ""});
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_EQ((*w)->offset(), 400000u);
-  ASSERT_TRUE((*w)->Append(data.data() + 400000, data.size() - 400000).ok());
-  ASSERT_TRUE((*w)->Commit().ok());
+  ASSERT_OK((*w)->Append(data.data() + 400000, data.size() - 400000));
+  ASSERT_OK((*w)->Commit());
   auto got = hubload::testing::ReadFileBytes(rc.BlobPath(sha));
   EXPECT_EQ(std::string(got.begin(), got.end()), data);
 }
@@ -62,11 +59,11 @@ TEST(BlobWriter, ShortDownloadKeepsPartialAndNoBlob) {
 TEST(BlobWriter, HashMismatchDiscardsPartial) {
   hubload::testing::TempDir tmp;
   RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
-  std::string data = Pattern(5000, 3);
-  std::string wrong = Pattern(5000, 4);
+  std::string data = PatternBytes(5000, 3);
+  std::string wrong = PatternBytes(5000, 4);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   auto w = BlobWriter::Open(rc, sha, {5000, sha, true, ""});
-  ASSERT_TRUE((*w)->Append(wrong.data(), wrong.size()).ok());
+  ASSERT_OK((*w)->Append(wrong.data(), wrong.size()));
   auto c = (*w)->Commit();
   EXPECT_EQ(c.status().code(), hubload::Code::kCorruptDownload);
   EXPECT_EQ(c.status().reason(), "HashMismatch");
@@ -79,9 +76,9 @@ TEST(BlobWriter, OversizedPartialIsDiscarded) {
   hubload::testing::TempDir tmp;
   RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
   fs::create_directories(tmp.path() / "models--o--m/blobs");
-  hubload::testing::WriteFileBytes(rc.IncompletePath("e"), Pattern(6000, 5));
+  hubload::testing::WriteFileBytes(rc.IncompletePath("e"), PatternBytes(6000, 5));
   auto w = BlobWriter::Open(rc, "e", {5000, "", true, ""});
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_EQ((*w)->offset(), 0u);
   EXPECT_EQ(fs::file_size(rc.IncompletePath("e")), 0u);
 }
@@ -100,21 +97,21 @@ TEST(BlobWriter, RestartDropsEveryByte) {
   std::string v1(2048, '\xAA'), v2(2048, '\xBB');
   std::string sha = hubload::testing::Sha256Hex(v2.data(), v2.size());
   auto w = BlobWriter::Open(rc, sha, {2048, sha, true, ""});
-  ASSERT_TRUE((*w)->Append(v1.data(), 1024).ok());
-  ASSERT_TRUE((*w)->Restart().ok());
+  ASSERT_OK((*w)->Append(v1.data(), 1024));
+  ASSERT_OK((*w)->Restart());
   EXPECT_EQ((*w)->offset(), 0u);
-  ASSERT_TRUE((*w)->Append(v2.data(), v2.size()).ok());
+  ASSERT_OK((*w)->Append(v2.data(), v2.size()));
   auto p = (*w)->Commit();
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   auto got = hubload::testing::ReadFileBytes(*p);
   EXPECT_EQ(std::string(got.begin(), got.end()), v2);
 }
 
 TEST(BlobWriter, Sha256FileMatchesOpenSsl) {
   hubload::testing::TempDir tmp;
-  std::string data = Pattern(3 << 20, 9);
+  std::string data = PatternBytes(3 << 20, 9);
   hubload::testing::WriteFileBytes(tmp.path() / "f", data);
   auto h = hubload::Sha256File((tmp.path() / "f").string());
-  ASSERT_TRUE(h.ok());
+  ASSERT_OK(h);
   EXPECT_EQ(*h, hubload::testing::Sha256Hex(data.data(), data.size()));
 }

@@ -19,23 +19,13 @@
 #include "testing/util.h"
 
 namespace fs = std::filesystem;
+using hubload::testing::SmallLfs;
+using hubload::testing::PatternBytes;
 using hubload::testing::TempDir;
 
 namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
-
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = 2463534242u + seed;
-  for (auto& c : s) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    c = static_cast<char>(x & 0xff);
-  }
-  return s;
-}
 
 std::string Sha256(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
 
@@ -73,24 +63,6 @@ std::string LastLine(const std::string& text) {
   return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
-bool HasSymlinkBelow(const fs::path& root, std::string* which) {
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (it->is_symlink()) {
-      *which = it->path().string();
-      return true;
-    }
-  }
-  return false;
-}
-
-hubload::server::CreateRepoOptions SmallLfs() {
-  hubload::server::CreateRepoOptions o;
-  o.lfs_threshold_bytes = 1024;
-  return o;
-}
-
 }  // namespace
 
 TEST(CacheCli, ShimMakesSymlinkFailWithEperm) {
@@ -108,7 +80,7 @@ TEST(CacheCli, ShimMakesSymlinkFailWithEperm) {
 TEST(CacheCli, DownloadWithoutSymlinkSupportMovesNewBlobsAndWarnsOnce) {
   auto hub = hubload::testing::StartTestHub();
   ASSERT_TRUE(hub);
-  std::string w = Pattern(3 * kMiB, 1), a = Pattern(2 * kMiB, 2), cfg = "{\"hidden_size\": 8}";
+  std::string w = PatternBytes(3 * kMiB, 1), a = PatternBytes(2 * kMiB, 2), cfg = "{\"hidden_size\": 8}";
   std::string commit = hub->AddRepo("org/m", {{"w.bin", w}, {"a.bin", a}, {"config.json", cfg}}, SmallLfs());
   TempDir home, cache;
   std::string env = "LD_PRELOAD=" + Quote(HUBLOAD_SYMLINK_SHIM) + " ASAN_OPTIONS=verify_asan_link_order=0 HF_HOME=" +
@@ -142,7 +114,7 @@ TEST(CacheCli, DownloadWithoutSymlinkSupportMovesNewBlobsAndWarnsOnce) {
     EXPECT_FALSE(e.is_regular_file() && (e.file_size() == w.size() || e.file_size() == a.size())) << e.path();
   }
   std::string link;
-  EXPECT_FALSE(HasSymlinkBelow(cache.path(), &link)) << link;
+  EXPECT_FALSE(hubload::testing::HasSymlinkBelow(cache.path(), &link)) << link;
 
   // The cache stays usable offline (the regular files are the snapshot).
   ASSERT_EQ(Hubload(env, "download org/m w.bin --quiet --offline", &out, &err), 0) << err;

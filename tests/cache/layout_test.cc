@@ -8,6 +8,7 @@
 #include "hubload/cache.h"
 #include "testing/util.h"
 #include "util/log_capture.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::RepoCache;
@@ -46,13 +47,13 @@ TEST(CacheLayout, UnsafeRepoPathsAreRejected) {
   EXPECT_FALSE(hubload::ValidateRepoPath(std::string("x\0y", 3)).ok());
   for (const char* ok : {"config.json", "a/b/c.bin", "dir with space/\xc3\xbc-na\xc3\xafve.txt", "a#b.txt", "100%.txt",
                          "eval/C1_or_C2?_premise/x.json", ".gitattributes"}) {
-    EXPECT_TRUE(hubload::ValidateRepoPath(ok).ok()) << ok;
+    EXPECT_OK(hubload::ValidateRepoPath(ok)) << ok;
   }
 }
 
 TEST(CacheLayout, RepoIdValidation) {
-  EXPECT_TRUE(hubload::ValidateRepoId("org/name").ok());
-  EXPECT_TRUE(hubload::ValidateRepoId("gpt2").ok());
+  EXPECT_OK(hubload::ValidateRepoId("org/name"));
+  EXPECT_OK(hubload::ValidateRepoId("gpt2"));
   EXPECT_FALSE(hubload::ValidateRepoId("a/b/c").ok());
   EXPECT_FALSE(hubload::ValidateRepoId("../x").ok());
   EXPECT_FALSE(hubload::ValidateRepoId("org/").ok());
@@ -76,10 +77,10 @@ TEST(CacheLayout, RefsAreWrittenAtomicallyAndReadTrimmed) {
   RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
   std::string a(40, 'a'), b(40, 'b');
   EXPECT_FALSE(rc.ReadRef("main").has_value());
-  ASSERT_TRUE(rc.WriteRef("main", a).ok());
+  ASSERT_OK(rc.WriteRef("main", a));
   auto bytes = hubload::testing::ReadFileBytes(rc.RefPath("main"));
   EXPECT_EQ(std::string(bytes.begin(), bytes.end()), a);  // no newline, as huggingface_hub
-  ASSERT_TRUE(rc.WriteRef("refs/pr/1", b).ok());
+  ASSERT_OK(rc.WriteRef("refs/pr/1", b));
   EXPECT_TRUE(fs::is_regular_file(tmp.path() / "models--org--m/refs/refs/pr/1"));
   EXPECT_EQ(rc.ReadRef("refs/pr/1").value_or(""), b);
   // A ref written by another tool with a trailing newline (B12).
@@ -99,14 +100,14 @@ TEST(CacheLayout, SnapshotLinkIsRelativeSymlinkToBlob) {
   fs::create_directories(tmp.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(rc.BlobPath("e1"), std::string("hello"));
   auto p = rc.LinkSnapshot(commit, "sub/dir/f.txt", "e1");
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_TRUE(fs::is_symlink(*p));
   EXPECT_EQ(fs::read_symlink(*p).string(), "../../../../blobs/e1");  // 2 folders below the snapshot
   auto bytes = hubload::testing::ReadFileBytes(*p);
   EXPECT_EQ(std::string(bytes.begin(), bytes.end()), "hello");
   EXPECT_EQ(rc.CachedPointer(commit, "sub/dir/f.txt").value_or(""), *p);
   auto top = rc.LinkSnapshot(commit, "g.txt", "e1");
-  ASSERT_TRUE(top.ok());
+  ASSERT_OK(top);
   EXPECT_EQ(fs::read_symlink(*top).string(), "../../blobs/e1");
 }
 
@@ -127,7 +128,7 @@ TEST(CacheLayout, CopyModeWhenSymlinksDisabled) {
   fs::create_directories(tmp.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(rc.BlobPath("e1"), std::string("bytes"));
   auto p = rc.LinkSnapshot(commit, "f.txt", "e1", /*use_symlinks=*/false);
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   EXPECT_FALSE(fs::is_symlink(*p));
   EXPECT_EQ(fs::file_size(*p), 5u);
 }
@@ -137,7 +138,7 @@ TEST(CacheLayout, NoExistMarker) {
   RepoCache rc(tmp.str(), "org/m", RepoType::kModel);
   std::string commit(40, 'c');
   EXPECT_FALSE(rc.IsMarkedNoExist(commit, "opt/x.json"));
-  ASSERT_TRUE(rc.MarkNoExist(commit, "opt/x.json").ok());
+  ASSERT_OK(rc.MarkNoExist(commit, "opt/x.json"));
   EXPECT_TRUE(rc.IsMarkedNoExist(commit, "opt/x.json"));
   EXPECT_EQ(fs::file_size(tmp.path() / ("models--org--m/.no_exist/" + commit + "/opt/x.json")), 0u);
 }
@@ -150,12 +151,12 @@ TEST(CacheLayout, ReadRefCheckedTellsCorruptFromAbsent) {
   const std::string a(40, 'a');
   fs::create_directories(tmp.path() / "models--org--m/refs");
   auto absent = rc.ReadRefChecked("main");
-  ASSERT_TRUE(absent.ok());
+  ASSERT_OK(absent);
   EXPECT_FALSE(absent->has_value());
   // Branch feature/x makes refs/feature a folder: not a ref, not corrupt (huggingface_hub: isfile).
-  ASSERT_TRUE(rc.WriteRef("feature/x", a).ok());
+  ASSERT_OK(rc.WriteRef("feature/x", a));
   auto folder = rc.ReadRefChecked("feature");
-  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  ASSERT_OK(folder);
   EXPECT_FALSE(folder->has_value());
   EXPECT_FALSE(rc.ReadRef("feature").has_value());
   EXPECT_EQ(rc.ReadRefChecked("feature/x")->value_or(""), a);
@@ -197,7 +198,7 @@ TEST(CacheLayout, ReadRefCheckedTellsCorruptFromAbsent) {
   EXPECT_EQ(rc.ReadRefChecked("main")->value_or(""), a);
   // WriteRef replaces a corrupt ref.
   hubload::testing::WriteFileBytes(ref, "garbage");
-  ASSERT_TRUE(rc.WriteRef("main", a).ok());
+  ASSERT_OK(rc.WriteRef("main", a));
   auto bytes = hubload::testing::ReadFileBytes(ref);
   EXPECT_EQ(std::string(bytes.begin(), bytes.end()), a);
 }
@@ -229,7 +230,7 @@ TEST(CacheLayout, NoExistEntriesOfAnotherKindAreIgnored) {
   }
   // Marking replaces the wrong entries by the empty marker; the symlink's target is untouched.
   for (const char* p : {"nonempty.json", "link.json", "fifo.json"}) {
-    ASSERT_TRUE(rc.MarkNoExist(commit, p).ok()) << p;
+    ASSERT_OK(rc.MarkNoExist(commit, p)) << p;
     EXPECT_TRUE(rc.IsMarkedNoExist(commit, p)) << p;
     EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir / p))) << p;
     EXPECT_EQ(fs::file_size(dir / p), 0u) << p;
@@ -253,13 +254,13 @@ TEST(CacheLayout, FileLockExcludesAndTimesOutNamingThePath) {
   hubload::testing::TempDir tmp;
   std::string path = tmp.str() + "/.locks/models--o--m/e.lock";
   auto a = hubload::FileLock::Acquire(path, 1);
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   auto b = hubload::FileLock::Acquire(path, 0.05);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().reason(), "LockTimeout");
   EXPECT_NE(b.status().message().find(path), std::string::npos);
   { auto released = std::move(*a); }
-  EXPECT_TRUE(hubload::FileLock::Acquire(path, 0.05).ok());
+  EXPECT_OK(hubload::FileLock::Acquire(path, 0.05));
 }
 
 TEST(CacheLayout, LockOfADeadProcessIsFree) {
@@ -274,5 +275,5 @@ TEST(CacheLayout, LockOfADeadProcessIsFree) {
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(fs::exists(path));
-  EXPECT_TRUE(hubload::FileLock::Acquire(path, 0.5).ok());
+  EXPECT_OK(hubload::FileLock::Acquire(path, 0.5));
 }

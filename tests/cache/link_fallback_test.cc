@@ -6,6 +6,7 @@
 
 #include "hubload/cache.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::RepoCache;
@@ -25,7 +26,7 @@ TEST(CacheLinkFallback, NewBlobIsMovedIntoTheSnapshot) {
   fs::create_directories(rc.repo_dir() + "/blobs");
   hubload::testing::WriteFileBytes(rc.BlobPath("e1"), std::string("fresh bytes"));
   auto p = rc.LinkSnapshot(commit, "sub/w.bin", "e1", /*use_symlinks=*/false, /*new_blob=*/true);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(*p, rc.PointerPath(commit, "sub/w.bin"));
   EXPECT_FALSE(fs::is_symlink(*p));
   EXPECT_EQ(ReadText(*p), "fresh bytes");
@@ -41,7 +42,7 @@ TEST(CacheLinkFallback, CachedBlobIsCopiedAndKept) {
   fs::create_directories(rc.repo_dir() + "/blobs");
   hubload::testing::WriteFileBytes(rc.BlobPath("e1"), std::string("shared"));
   auto p = rc.LinkSnapshot(commit, "a.txt", "e1", /*use_symlinks=*/false, /*new_blob=*/false);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_FALSE(fs::is_symlink(*p));
   EXPECT_EQ(ReadText(*p), "shared");
   EXPECT_EQ(ReadText(rc.BlobPath("e1")), "shared");
@@ -54,7 +55,7 @@ TEST(CacheLinkFallback, SymlinkModeIgnoresNewBlob) {
   fs::create_directories(rc.repo_dir() + "/blobs");
   hubload::testing::WriteFileBytes(rc.BlobPath("e1"), std::string("x"));
   auto p = rc.LinkSnapshot(commit, "a.txt", "e1", /*use_symlinks=*/true, /*new_blob=*/true);
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   EXPECT_TRUE(fs::is_symlink(*p));
   EXPECT_EQ(fs::read_symlink(*p).string(), "../../blobs/e1");
   EXPECT_TRUE(fs::exists(rc.BlobPath("e1")));

@@ -13,6 +13,7 @@
 
 #include "hubload/cache.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::FileLock;
@@ -20,16 +21,6 @@ using hubload::FileLockOptions;
 using hubload::LockMode;
 
 namespace {
-
-// Sets mtime (and atime) of `p` to `age_s` seconds before now.
-void SetAge(const std::string& p, double age_s) {
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  double t = std::chrono::duration<double>(now).count() - age_s;
-  timespec ts[2];
-  ts[0].tv_sec = ts[1].tv_sec = static_cast<time_t>(t);
-  ts[0].tv_nsec = ts[1].tv_nsec = 0;
-  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0) << p;
-}
 
 double AgeOf(const std::string& p) {
   struct stat st;
@@ -51,7 +42,7 @@ struct LeaseFixture {
   LeaseFixture() { fs::create_directories(fs::path(lock).parent_path()); }
   void WriteLease(double age_s) {
     hubload::testing::WriteFileBytes(lease, std::string("pid 999999 host gone-host\n"));
-    SetAge(lease, age_s);
+    hubload::testing::SetFileAge(lease, age_s);
   }
 };
 
@@ -81,11 +72,11 @@ TEST(FileLockLease, StaleLeaseOfADeadHolderIsTakenOver) {
   // B09 (a): plain lock file and a lease last refreshed 1 h ago, nobody alive.
   LeaseFixture f;
   hubload::testing::WriteFileBytes(f.lock, std::string());
-  SetAge(f.lock, 3600);
+  hubload::testing::SetFileAge(f.lock, 3600);
   f.WriteLease(3600);
   // A 2 s budget: succeeding proves the holder was not waited for (the limit is 10 min).
   auto l = FileLock::Acquire(f.lock, 2, Lease());
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_OK(l);
   EXPECT_TRUE(l->is_lease());
   std::string mine = "pid " + std::to_string(::getpid()) + " host ";
   EXPECT_EQ(ReadText(f.lease).rfind(mine, 0), 0u) << ReadText(f.lease);
@@ -119,7 +110,7 @@ TEST(FileLockLease, FreshLeaseOfADeadProcessOnThisHostIsTakenOverAtOnce) {
   ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
   hubload::testing::WriteFileBytes(f.lease, "pid " + std::to_string(child) + " host " + host + "\n");
   auto l = FileLock::Acquire(f.lock, 5, Lease());  // default stale limit: 600 s
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_OK(l);
   EXPECT_EQ(ReadText(f.lease), "pid " + std::to_string(getpid()) + " host " + host + "\n");
 }
 
@@ -143,7 +134,7 @@ TEST(FileLockLease, DefaultStaleLimitIsTenMinutes) {
   EXPECT_EQ(young.status().reason(), "LockTimeout");
   f.WriteLease(11 * 60);  // older than 600 s: stale
   auto old = FileLock::Acquire(f.lock, 2, Lease());
-  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  ASSERT_OK(old);
 }
 
 TEST(FileLockLease, ConfigurableStaleLimit) {
@@ -151,7 +142,7 @@ TEST(FileLockLease, ConfigurableStaleLimit) {
   f.WriteLease(30);
   FileLockOptions o = Lease();
   o.stale_after_s = 20;
-  EXPECT_TRUE(FileLock::Acquire(f.lock, 2, o).ok());
+  EXPECT_OK(FileLock::Acquire(f.lock, 2, o));
   f.WriteLease(30);
   o.stale_after_s = 60;
   EXPECT_FALSE(FileLock::Acquire(f.lock, 0.2, o).ok());
@@ -162,8 +153,8 @@ TEST(FileLockLease, HolderRefreshesItsLease) {
   FileLockOptions o = Lease();
   o.heartbeat_s = 0.05;
   auto l = FileLock::Acquire(f.lock, 1, o);
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
-  SetAge(f.lease, 3600);
+  ASSERT_OK(l);
+  hubload::testing::SetFileAge(f.lease, 3600);
   // The heartbeat must bring the mtime back to "now" (poll up to 20 s).
   double age = AgeOf(f.lease);
   for (int i = 0; i < 400 && age > 60; ++i) {
@@ -178,7 +169,7 @@ TEST(FileLockLease, SequentialHoldersInLeaseMode) {
   LeaseFixture f;
   for (int i = 0; i < 3; ++i) {
     auto l = FileLock::Acquire(f.lock, 1, Lease());
-    ASSERT_TRUE(l.ok()) << i << ": " << l.status().ToString();
+    ASSERT_OK(l) << i << ": " << l.status().ToString();
     EXPECT_TRUE(fs::exists(f.lease));
   }
   EXPECT_FALSE(fs::exists(f.lease));
@@ -191,7 +182,7 @@ TEST(FileLockLease, OptionsChooseTheModeAndTheEnvironmentIsNotRead) {
   EnvGuard env("lease");
   {
     auto l = FileLock::Acquire(f.lock, 1);
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    ASSERT_OK(l);
     EXPECT_FALSE(l->is_lease());
     EXPECT_FALSE(fs::exists(f.lease));
   }
@@ -199,14 +190,14 @@ TEST(FileLockLease, OptionsChooseTheModeAndTheEnvironmentIsNotRead) {
     FileLockOptions o;
     o.mode = LockMode::kLease;
     auto l = FileLock::Acquire(f.lock, 1, o);
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    ASSERT_OK(l);
     EXPECT_TRUE(l->is_lease());
     EXPECT_TRUE(fs::exists(f.lease));
   }
   FileLockOptions o;
   o.mode = LockMode::kFlock;
   auto l = FileLock::Acquire(f.lock, 1, o);
-  ASSERT_TRUE(l.ok());
+  ASSERT_OK(l);
   EXPECT_FALSE(l->is_lease());
 }
 
@@ -222,14 +213,14 @@ TEST(FileLockLease, FlockHoldersRespectALiveLeaseAndIgnoreAStaleOne) {
   EXPECT_NE(busy.status().message().find(f.lease), std::string::npos) << busy.status().message();
   f.WriteLease(3600);
   auto free = FileLock::Acquire(f.lock, 0.2, o);
-  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  ASSERT_OK(free);
   EXPECT_TRUE(fs::exists(f.lease));  // a flock holder does not remove others' leases
 }
 
 TEST(FileLockLease, LeaseHolderAlsoExcludesFlockHolders) {
   LeaseFixture f;
   auto a = FileLock::Acquire(f.lock, 1, Lease());
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   FileLockOptions o;
   o.mode = LockMode::kFlock;
   auto b = FileLock::Acquire(f.lock, 0.1, o);

@@ -15,20 +15,13 @@
 
 #include "hubload/cache.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
-
-void SetAge(const std::string& p, double age_s) {
-  double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - age_s;
-  timespec ts[2];
-  ts[0].tv_sec = ts[1].tv_sec = static_cast<time_t>(t);
-  ts[0].tv_nsec = ts[1].tv_nsec = 0;
-  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0) << p;
-}
 
 // 64-hex etag number i (LFS blob names).
 std::string Etag(int i) {
@@ -40,7 +33,7 @@ std::string Etag(int i) {
 std::string MakeFile(const fs::path& p, uint64_t size, double age_s) {
   fs::create_directories(p.parent_path());
   hubload::testing::WriteFileBytes(p, std::string(size, 'x'));
-  SetAge(p.string(), age_s);
+  hubload::testing::SetFileAge(p.string(), age_s);
   return p.string();
 }
 
@@ -96,7 +89,7 @@ TEST(CachePrune, DeletesOrphanedPartialsAndKeepsLockedAndRecentOnes) {
   hubload::testing::WriteFileBytes(lock_dir + "/" + Etag(102) + ".lock.lease", std::string("pid 1 host other\n"));
 
   auto rep = hubload::PruneIncompleteDownloads(cache.string(), 3600);
-  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  ASSERT_OK(rep);
   std::sort(orphans.begin(), orphans.end());
   EXPECT_EQ(rep->deleted_files, orphans);
   EXPECT_EQ(rep->freed_bytes, 20 * kMiB);  // 20 files of 1 MiB
@@ -111,7 +104,7 @@ TEST(CachePrune, DeletesOrphanedPartialsAndKeepsLockedAndRecentOnes) {
   // Once its holder is gone, the formerly locked partial is an orphan too.
   holder.Stop();
   auto again = hubload::PruneIncompleteDownloads(cache.string(), 3600);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   EXPECT_EQ(again->deleted_files, (std::vector<std::string>{locked}));
   EXPECT_EQ(again->freed_bytes, kMiB);
   EXPECT_FALSE(fs::exists(locked));
@@ -122,14 +115,14 @@ TEST(CachePrune, ScanReportsPartialsThatPruneDeletes) {
   hubload::testing::TempDir tmp;
   std::string p = MakeFile(tmp.path() / "models--org--m/blobs" / (Etag(1) + ".incomplete"), 1000, 7200);
   auto before = hubload::ScanCache(tmp.str());
-  ASSERT_TRUE(before.ok());
+  ASSERT_OK(before);
   ASSERT_EQ(before->repos.size(), 1u);
   EXPECT_EQ(before->repos[0].incomplete_files, (std::vector<std::string>{p}));
   auto rep = hubload::PruneIncompleteDownloads(tmp.str(), 0);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_EQ(rep->freed_bytes, 1000u);
   auto after = hubload::ScanCache(tmp.str());
-  ASSERT_TRUE(after.ok());
+  ASSERT_OK(after);
   EXPECT_TRUE(after->repos[0].incomplete_files.empty());
 }
 
@@ -161,7 +154,7 @@ TEST(CacheDelete, RefusesWhileADownloadHoldsAPartialAndCountsSparseBytes) {
     ::close(fd);
   }
   auto scan = hubload::ScanCache(cache.string());
-  ASSERT_TRUE(scan.ok()) << scan.status().ToString();
+  ASSERT_OK(scan);
   ASSERT_EQ(scan->repos.size(), 1u);
   EXPECT_GE(scan->repos[0].incomplete_bytes, kMiB);       // what is on disk ...
   EXPECT_LT(scan->repos[0].incomplete_bytes, 2 * kMiB);   // ... not the 64 MiB length
@@ -177,7 +170,7 @@ TEST(CacheDelete, RefusesWhileADownloadHoldsAPartialAndCountsSparseBytes) {
     EXPECT_TRUE(fs::exists(partial));
   }
   auto d = hubload::DeleteFromCache(cache.string(), "org/m", hubload::RepoType::kModel);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_TRUE(d->deleted_repo);
   EXPECT_FALSE(fs::exists(repo));
 }

@@ -11,28 +11,18 @@
 
 #include "hubload/cache.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
 using hubload::RangedBlobWriter;
 using hubload::RepoCache;
+using hubload::testing::PatternBytes;
 using hubload::testing::TempDir;
 
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
-
-std::string Bytes(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = 0x9e3779b9u ^ seed;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s[i] = static_cast<char>(x >> 11);
-  }
-  return s;
-}
 
 std::string Sha(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
 
@@ -54,7 +44,7 @@ void Feed(RangedBlobWriter& w, const std::string& data, size_t k, uint64_t from,
   uint64_t b = w.chunk_begin(k);
   for (uint64_t o = from; o < to; o += piece) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(piece, to - o));
-    ASSERT_TRUE(w.Append(k, data.data() + b + o, n).ok());
+    ASSERT_OK(w.Append(k, data.data() + b + o, n));
   }
 }
 
@@ -63,21 +53,21 @@ void Feed(RangedBlobWriter& w, const std::string& data, size_t k, uint64_t from,
 TEST(RangedBlobWriter, ChunksInReverseOrderGiveTheExactBlob) {
   TempDir tmp;
   RepoCache rc(tmp.str(), "org/m", hubload::RepoType::kModel);
-  std::string data = Bytes(10 * kMiB + 12345, 1);  // 3 chunks of 4 MiB, the last one short
+  std::string data = PatternBytes(10 * kMiB + 12345, 1);  // 3 chunks of 4 MiB, the last one short
   std::string etag = Sha(data);
   auto w = RangedBlobWriter::Open(rc, etag, Opt(data, 4 * kMiB));
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   ASSERT_EQ((*w)->num_chunks(), 3u);
   EXPECT_EQ((*w)->chunk_begin(2), 8 * kMiB);
   EXPECT_EQ((*w)->chunk_end(2), data.size());
   EXPECT_EQ((*w)->partial_path(), rc.BlobPath(etag) + ".ranges.incomplete");
   for (size_t k = 3; k-- > 0;) {
     Feed(**w, data, k, 0, (*w)->chunk_end(k) - (*w)->chunk_begin(k));
-    ASSERT_TRUE((*w)->FlushChunk(k).ok());
+    ASSERT_OK((*w)->FlushChunk(k));
   }
   EXPECT_EQ((*w)->bytes_received(), data.size());
   auto p = (*w)->Commit();
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(*p, rc.BlobPath(etag));
   EXPECT_EQ(ReadAll(*p), data);  // journal cut off, no trailing bytes
   EXPECT_FALSE(fs::exists(rc.BlobPath(etag) + ".ranges.incomplete"));
@@ -85,10 +75,10 @@ TEST(RangedBlobWriter, ChunksInReverseOrderGiveTheExactBlob) {
 
 TEST(RangedBlobWriter, ConcurrentChunksFromManyThreads) {
   TempDir tmp;
-  std::string data = Bytes(24 * kMiB + 7, 2);
+  std::string data = PatternBytes(24 * kMiB + 7, 2);
   auto w = RangedBlobWriter::OpenPaths(tmp.str() + "/p.ranges.incomplete", tmp.str() + "/final", "f",
                                        Opt(data, 1 * kMiB));
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   size_t n = (*w)->num_chunks();
   ASSERT_EQ(n, 25u);
   std::atomic<size_t> next{0};
@@ -97,18 +87,18 @@ TEST(RangedBlobWriter, ConcurrentChunksFromManyThreads) {
     ts.emplace_back([&] {
       for (size_t k; (k = next.fetch_add(1)) < n;) {
         Feed(**w, data, k, 0, (*w)->chunk_end(k) - (*w)->chunk_begin(k), 4096 + 13 * k);
-        EXPECT_TRUE((*w)->FlushChunk(k).ok());
+        EXPECT_OK((*w)->FlushChunk(k));
       }
     });
   for (auto& t : ts) t.join();
   auto p = (*w)->Commit();
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha(ReadAll(*p)), Sha(data));
 }
 
 TEST(RangedBlobWriter, KilledProcessResumesEachChunkWhereItsJournalStops) {
   TempDir tmp;
-  std::string data = Bytes(12 * kMiB, 3);  // chunks of 4 MiB
+  std::string data = PatternBytes(12 * kMiB, 3);  // chunks of 4 MiB
   std::string partial = tmp.str() + "/x.ranges.incomplete", fin = tmp.str() + "/x";
   pid_t pid = fork();
   if (pid == 0) {
@@ -126,49 +116,49 @@ TEST(RangedBlobWriter, KilledProcessResumesEachChunkWhereItsJournalStops) {
   waitpid(pid, &st, 0);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   auto w = RangedBlobWriter::OpenPaths(partial, fin, "x", Opt(data, 4 * kMiB));
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ((*w)->chunk_received(0), 2 * kMiB);
   EXPECT_EQ((*w)->chunk_received(1), 0u);
   EXPECT_EQ((*w)->chunk_received(2), 4 * kMiB);
   Feed(**w, data, 0, 2 * kMiB, 4 * kMiB);
   Feed(**w, data, 1, 0, 4 * kMiB);
   auto p = (*w)->Commit();
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha(ReadAll(fin)), Sha(data));
 }
 
 TEST(RangedBlobWriter, JournalOfAnotherChunkSizeOrNoResumeStartsFromZero) {
   TempDir tmp;
-  std::string data = Bytes(6 * kMiB, 4);
+  std::string data = PatternBytes(6 * kMiB, 4);
   std::string partial = tmp.str() + "/y.ranges.incomplete", fin = tmp.str() + "/y";
   {
     auto w = RangedBlobWriter::OpenPaths(partial, fin, "y", Opt(data, 2 * kMiB));
-    ASSERT_TRUE(w.ok());
+    ASSERT_OK(w);
     Feed(**w, data, 0, 0, 2 * kMiB);
   }  // destructor flushes: chunk 0 complete in the journal
   {
     auto w = RangedBlobWriter::OpenPaths(partial, fin, "y", Opt(data, 2 * kMiB));
-    ASSERT_TRUE(w.ok());
+    ASSERT_OK(w);
     EXPECT_EQ((*w)->chunk_received(0), 2 * kMiB);
   }
   {
     auto w = RangedBlobWriter::OpenPaths(partial, fin, "y", Opt(data, 3 * kMiB));
-    ASSERT_TRUE(w.ok());
+    ASSERT_OK(w);
     EXPECT_EQ((*w)->bytes_received(), 0u);
   }
   auto o = Opt(data, 3 * kMiB);
   o.resume = false;
   auto w = RangedBlobWriter::OpenPaths(partial, fin, "y", o);
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   EXPECT_EQ((*w)->bytes_received(), 0u);
 }
 
 TEST(RangedBlobWriter, WrongBytesAreRejectedAndTheBlobNeverAppears) {
   TempDir tmp;
-  std::string data = Bytes(3 * kMiB, 5);
+  std::string data = PatternBytes(3 * kMiB, 5);
   std::string partial = tmp.str() + "/z.ranges.incomplete", fin = tmp.str() + "/z";
   auto w = RangedBlobWriter::OpenPaths(partial, fin, "z", Opt(data, kMiB));
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   std::string bad = data;
   bad[kMiB + 5] ^= 1;
   for (size_t k = 0; k < 3; ++k) Feed(**w, bad, k, 0, kMiB);
@@ -182,10 +172,10 @@ TEST(RangedBlobWriter, WrongBytesAreRejectedAndTheBlobNeverAppears) {
 
 TEST(RangedBlobWriter, MissingBytesKeepThePartialAndOverflowIsAnError) {
   TempDir tmp;
-  std::string data = Bytes(3 * kMiB, 6);
+  std::string data = PatternBytes(3 * kMiB, 6);
   std::string partial = tmp.str() + "/q.ranges.incomplete", fin = tmp.str() + "/q";
   auto w = RangedBlobWriter::OpenPaths(partial, fin, "q", Opt(data, kMiB));
-  ASSERT_TRUE(w.ok());
+  ASSERT_OK(w);
   Feed(**w, data, 0, 0, kMiB);
   Feed(**w, data, 2, 0, kMiB);
   auto over = (*w)->Append(2, data.data(), 1);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hubload/reasons.h"
+#include "testing/status_matchers.h"
 
 TEST(RepoPath, GitAndCacheSegmentsAreForbiddenAnywhere) {
   for (const char* p : {".git", ".git/config", ".git/hooks/post-checkout", "a/.git/b", "a/b/.git",
@@ -20,7 +21,7 @@ TEST(RepoPath, GitAndCacheSegmentsAreForbiddenAnywhere) {
   // Segments are compared exactly and case-sensitively, as huggingface_hub and the Hub.
   for (const char* p : {".gitattributes", ".github/workflows/ci.yml", ".gitignore", "a.git/b", ".git_x/y",
                         "x/.cached", ".Git/config", ".CACHE/x", "git/config", "cache/x"}) {
-    EXPECT_TRUE(hubload::ValidateRepoPath(p).ok()) << p;
+    EXPECT_OK(hubload::ValidateRepoPath(p)) << p;
   }
 }
 
@@ -30,7 +31,7 @@ TEST(RepoPath, StructuralRulesComeFirst) {
   EXPECT_TRUE(hubload::ValidateRepoPath("/.git/config").Is(hubload::reason::kUnsafePath));
   EXPECT_TRUE(hubload::ValidateRepoPath(".git//config").Is(hubload::reason::kUnsafePath));
   // Length limits: 255 bytes per segment, 4096 in all.
-  EXPECT_TRUE(hubload::ValidateRepoPath(std::string(255, 'a')).ok());
+  EXPECT_OK(hubload::ValidateRepoPath(std::string(255, 'a')));
   EXPECT_TRUE(hubload::ValidateRepoPath(std::string(256, 'a')).Is(hubload::reason::kUnsafePath));
   std::string deep;
   for (int i = 0; i < 25; ++i) deep += std::string(200, 'b') + "/";
@@ -44,7 +45,7 @@ TEST(RepoPath, StructuralRulesComeFirst) {
 }
 
 TEST(RepoId, HubRules) {
-  for (const char* ok : {"gpt2", "org/name", "Org-1/model_v2.5", "a/b"}) EXPECT_TRUE(hubload::ValidateRepoId(ok).ok()) << ok;
+  for (const char* ok : {"gpt2", "org/name", "Org-1/model_v2.5", "a/b"}) EXPECT_OK(hubload::ValidateRepoId(ok)) << ok;
   for (const char* bad : {"", "a/b/c", "org/", "/name", "a--b", "a..b", "-a", "a-", ".a", "org/name.git", "a b", "a/b\n"})
     EXPECT_FALSE(hubload::ValidateRepoId(bad).ok()) << bad;
   EXPECT_FALSE(hubload::ValidateRepoId(std::string(97, 'a')).ok());

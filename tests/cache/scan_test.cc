@@ -5,6 +5,7 @@
 
 #include "hubload/cache.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::RepoCache;
@@ -28,8 +29,8 @@ struct Fixture {
     fs::create_symlink("../../../blobs/oa", rc.PointerPath(a, "d/a.txt"));
     fs::create_symlink("../../blobs/s", rc.PointerPath(b, "shared.bin"));
     fs::create_symlink("../../blobs/ob", rc.PointerPath(b, "b.txt"));
-    EXPECT_TRUE(rc.WriteRef("main", b).ok());
-    EXPECT_TRUE(rc.WriteRef("v1", a).ok());
+    EXPECT_OK(rc.WriteRef("main", b));
+    EXPECT_OK(rc.WriteRef("v1", a));
   }
 };
 }  // namespace
@@ -37,7 +38,7 @@ struct Fixture {
 TEST(CacheScan, ReportsRevisionsSizesAndUnreferenced) {
   Fixture f;
   auto info = hubload::ScanCache(f.tmp.str());
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   ASSERT_EQ(info->repos.size(), 1u);
   const auto& r = info->repos[0];
   EXPECT_EQ(r.repo_id, "org/m");
@@ -58,7 +59,7 @@ TEST(CacheScan, ReportsRevisionsSizesAndUnreferenced) {
 TEST(CacheScan, DeleteRevisionKeepsBlobsOtherSnapshotsUse) {
   Fixture f;
   auto rep = hubload::DeleteFromCache(f.tmp.str(), "org/m", hubload::RepoType::kModel, "v1");
-  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  ASSERT_OK(rep);
   EXPECT_EQ(rep->deleted_snapshots, (std::vector<std::string>{f.a}));
   EXPECT_EQ(rep->deleted_refs, (std::vector<std::string>{"v1"}));
   EXPECT_EQ(rep->deleted_blobs, (std::vector<std::string>{"oa"}));
@@ -73,9 +74,9 @@ TEST(CacheScan, DeleteRevisionKeepsBlobsOtherSnapshotsUse) {
 
 TEST(CacheScan, DeleteLastRevisionRemovesRepo) {
   Fixture f;
-  ASSERT_TRUE(hubload::DeleteFromCache(f.tmp.str(), "org/m", hubload::RepoType::kModel, "v1").ok());
+  ASSERT_OK(hubload::DeleteFromCache(f.tmp.str(), "org/m", hubload::RepoType::kModel, "v1"));
   auto rep = hubload::DeleteFromCache(f.tmp.str(), "org/m", hubload::RepoType::kModel, f.b);
-  ASSERT_TRUE(rep.ok());
+  ASSERT_OK(rep);
   EXPECT_TRUE(rep->deleted_repo);
   EXPECT_FALSE(fs::exists(f.rc.repo_dir()));
 }

@@ -8,6 +8,7 @@
 
 #include "hubload/cache.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -25,7 +26,7 @@ TEST(VerifyProgress, BytesHashedOfTheListedTotalPerFile) {
   const uint64_t total = big.size() + 7 + small.size();
   std::vector<VerifyProgress> calls;
   auto rep = VerifyFolder(dir.str(), expected, [&](const VerifyProgress& p) { calls.push_back(p); });
-  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  ASSERT_OK(rep);
   EXPECT_EQ(rep->verified, (std::vector<std::string>{"big.bin", "small.txt"}));
   EXPECT_EQ(rep->missing, (std::vector<std::string>{"missing.txt"}));
   ASSERT_FALSE(calls.empty());

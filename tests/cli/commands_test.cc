@@ -18,6 +18,7 @@
 #include "tests/hub/access_log.h"  // hubload::testing::Bytes, the shared test byte generator
 #include "testing/util.h"
 #include "tests/cli/cli_helpers.h"
+#include "testing/status_matchers.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -43,9 +44,9 @@ std::set<std::string> PathsOf(const std::string& dry_run_json) {
 struct Repo {
   TempDir src;
   std::map<std::string, std::string> files = {{"config.json", "{\"hidden\": 8}"},
-                                              {"a.bin", hubload::testing::Bytes(300000, 1)},
-                                              {"b.bin", hubload::testing::Bytes(200000, 2)},
-                                              {"sub/c.bin", hubload::testing::Bytes(50000, 3)}};
+                                              {"a.bin", hubload::testing::PatternBytes(300000, 1)},
+                                              {"b.bin", hubload::testing::PatternBytes(200000, 2)},
+                                              {"sub/c.bin", hubload::testing::PatternBytes(50000, 3)}};
   std::string commit;
   explicit Repo(hubload::testing::TestHub& hub, const std::string& repo_id = "org/m") {
     for (auto& [p, b] : files) {
@@ -55,7 +56,7 @@ struct Repo {
     hubload::server::CreateRepoOptions o;
     o.lfs_threshold_bytes = 1024;
     auto c = hubload::server::CreateRepoFromFolder(hub.root.str(), repo_id, src.str(), o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_OK(c);
     if (c.ok()) commit = *c;
   }
   uint64_t SizeOnDisk(const std::string& p) const { return fs::file_size(src.path() / p); }

@@ -16,6 +16,7 @@
 
 #include "tests/pipeline/fixtures.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::device_cli_test {
 namespace {
@@ -351,7 +352,7 @@ TEST(DeviceCli, HubRepoHeadersAreReadBeforeAnyShardDownload) {
   TempDir src, cache;
   WriteModel(src.path());
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   const std::string commit = store.AddRepo("org/dev", src.path());
   const std::string base = "--endpoint " + store.url() + " --cache-dir " + cache.str() + " load org/dev ";
   const fs::path snapshot = cache.path() / "models--org--dev" / "snapshots" / commit;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "hubload/reasons.h"
+#include "testing/status_matchers.h"
 
 namespace {
 using hubload::RepoType;
@@ -12,38 +13,38 @@ using hubload::cli::ParseRepoRef;
 
 TEST(HfUri, PlainRepoIdIsTakenAsIs) {
   auto r = ParseRepoRef("org/name");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->repo_id, "org/name");
   EXPECT_EQ(r->repo_type, RepoType::kModel);
   EXPECT_FALSE(r->repo_type_given);
   EXPECT_EQ(r->revision, "");
   EXPECT_EQ(r->path, "");
   auto legacy = ParseRepoRef("gpt2");
-  ASSERT_TRUE(legacy.ok());
+  ASSERT_OK(legacy);
   EXPECT_EQ(legacy->repo_id, "gpt2");
 }
 
 TEST(HfUri, RepoRevisionAndPath) {
   auto r = ParseRepoRef("hf://org/name@v1.0/sub/dir/file.json");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->repo_id, "org/name");
   EXPECT_EQ(r->repo_type, RepoType::kModel);
   EXPECT_EQ(r->revision, "v1.0");
   EXPECT_EQ(r->path, "sub/dir/file.json");
 
   auto bare = ParseRepoRef("hf://org/name");
-  ASSERT_TRUE(bare.ok());
+  ASSERT_OK(bare);
   EXPECT_EQ(bare->repo_id, "org/name");
   EXPECT_EQ(bare->revision, "");
   EXPECT_EQ(bare->path, "");
 
   auto no_rev = ParseRepoRef("hf://org/name/config.json");
-  ASSERT_TRUE(no_rev.ok());
+  ASSERT_OK(no_rev);
   EXPECT_EQ(no_rev->path, "config.json");
   EXPECT_EQ(no_rev->revision, "");
 
   auto slash = ParseRepoRef("hf://org/name@main/");
-  ASSERT_TRUE(slash.ok());
+  ASSERT_OK(slash);
   EXPECT_EQ(slash->revision, "main");
   EXPECT_EQ(slash->path, "");
 }
@@ -57,7 +58,7 @@ TEST(HfUri, TypePrefixes) {
                {"hf://models/org/name", RepoType::kModel}};
   for (auto& c : cases) {
     auto r = ParseRepoRef(c.text);
-    ASSERT_TRUE(r.ok()) << c.text << ": " << r.status().ToString();
+    ASSERT_OK(r) << c.text << ": " << r.status().ToString();
     EXPECT_EQ(r->repo_type, c.type) << c.text;
     EXPECT_TRUE(r->repo_type_given) << c.text;
   }
@@ -68,19 +69,19 @@ TEST(HfUri, TypePrefixes) {
 
 TEST(HfUri, SpecialRefsKeepTheirSlashesAndEscapesAreDecoded) {
   auto pr = ParseRepoRef("hf://org/name@refs/pr/3/model.safetensors");
-  ASSERT_TRUE(pr.ok()) << pr.status().ToString();
+  ASSERT_OK(pr);
   EXPECT_EQ(pr->revision, "refs/pr/3");
   EXPECT_EQ(pr->path, "model.safetensors");
   auto conv = ParseRepoRef("hf://datasets/org/d@refs/convert/parquet/default/x.parquet");
-  ASSERT_TRUE(conv.ok());
+  ASSERT_OK(conv);
   EXPECT_EQ(conv->revision, "refs/convert/parquet");
   EXPECT_EQ(conv->path, "default/x.parquet");
   auto enc = ParseRepoRef("hf://org/name@refs%2Fpr%2F7/a.txt");
-  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  ASSERT_OK(enc);
   EXPECT_EQ(enc->revision, "refs/pr/7");
   EXPECT_EQ(enc->path, "a.txt");
   auto legacy = ParseRepoRef("hf://gpt2@main");
-  ASSERT_TRUE(legacy.ok());
+  ASSERT_OK(legacy);
   EXPECT_EQ(legacy->repo_id, "gpt2");
   EXPECT_EQ(legacy->revision, "main");
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hubload/device.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -27,7 +28,7 @@ TEST(DeviceParse, AcceptsAccelerateSpellings) {
   };
   for (const auto& c : cases) {
     auto d = Device::Parse(c.text);
-    ASSERT_TRUE(d.ok()) << c.text << ": " << d.status().ToString();
+    ASSERT_OK(d) << c.text << ": " << d.status().ToString();
     EXPECT_EQ(d->kind, c.kind) << c.text;
     EXPECT_EQ(d->index, c.index) << c.text;
     EXPECT_EQ(d->ToString(), c.canonical) << c.text;
@@ -77,7 +78,7 @@ TEST(MemorySize, DecimalAndBinaryUnits) {
   };
   for (const auto& c : cases) {
     auto b = ParseMemorySize(c.text);
-    ASSERT_TRUE(b.ok()) << c.text << ": " << b.status().ToString();
+    ASSERT_OK(b) << c.text << ": " << b.status().ToString();
     EXPECT_EQ(*b, c.bytes) << c.text;
   }
 }
@@ -98,11 +99,11 @@ TEST(MemorySize, BadTextIsAnErrorNamingIt) {
 
 TEST(MaxMemory, OrdinalsAndNamesBecomeCanonicalKeys) {
   auto m = ParseMaxMemory("0=10GB,cpu=30GB");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_EQ(*m, (std::map<std::string, uint64_t>{{"cuda:0", 10'000'000'000ull}, {"cpu", 30'000'000'000ull}}));
 
   m = ParseMaxMemory("cuda:1=1GiB, 2 = 512MiB ,disk=2TB");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_EQ(*m, (std::map<std::string, uint64_t>{{"cuda:1", 1ull << 30},
                                                  {"cuda:2", 512ull << 20},
                                                  {"disk", 2'000'000'000'000ull}}));
@@ -140,14 +141,14 @@ TEST(DeviceMapSpec, StrategiesAndExplicitMaps) {
                {"sequential", Strategy::kSequential}};
   for (const auto& c : cases) {
     auto o = ParseDeviceMap(c.spec);
-    ASSERT_TRUE(o.ok()) << c.spec << ": " << o.status().ToString();
+    ASSERT_OK(o) << c.spec << ": " << o.status().ToString();
     EXPECT_EQ(o->strategy, c.strategy) << c.spec;
     EXPECT_TRUE(o->explicit_map.empty());
     EXPECT_STREQ(StrategyName(o->strategy), c.spec);
   }
 
   auto o = ParseDeviceMap("text_model=0, vae = cpu,unet.down=cuda:1,lm_head=disk");
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_OK(o);
   EXPECT_EQ(o->strategy, Strategy::kExplicit);
   ASSERT_EQ(o->explicit_map.size(), 4u);
   EXPECT_EQ(o->explicit_map[0].first, "text_model");
@@ -159,7 +160,7 @@ TEST(DeviceMapSpec, StrategiesAndExplicitMaps) {
   EXPECT_EQ(o->explicit_map[3].second, (Device{Kind::kDisk, 0}));
 
   o = ParseDeviceMap("=cuda:0");  // the whole model
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_OK(o);
   ASSERT_EQ(o->explicit_map.size(), 1u);
   EXPECT_EQ(o->explicit_map[0].first, "");
   EXPECT_EQ(o->explicit_map[0].second, (Device{Kind::kCuda, 0}));

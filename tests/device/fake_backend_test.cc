@@ -14,6 +14,7 @@
 #include "loader/device/fake_backend.h"
 #include "tests/device/oracle.h"
 #include "tests/device/staging_checks.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -25,7 +26,7 @@ TEST(FakeBackend, MemoryBudgetAndOutOfMemory) {
   EXPECT_EQ(b.name(), "fake");
   EXPECT_EQ(b.device_count(), 2);
   auto p = b.alloc_device(0, 600);
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(*p) % 256, 0u);
   EXPECT_EQ(*b.free_memory(0), 400u);
   EXPECT_EQ(*b.free_memory(1), 1000u);  // budgets are per device
@@ -36,7 +37,7 @@ TEST(FakeBackend, MemoryBudgetAndOutOfMemory) {
   EXPECT_NE(q.status().message().find("out of memory"), std::string::npos) << q.status().message();
   EXPECT_NE(q.status().message().find("401"), std::string::npos) << q.status().message();
   auto r = b.alloc_device(0, 400);  // exactly what is left
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(*b.free_memory(0), 0u);
   b.free_device(0, *p);
   b.free_device(0, *r);
@@ -49,19 +50,19 @@ TEST(FakeBackend, MemoryBudgetAndOutOfMemory) {
 TEST(FakeBackend, CopyEventAndReadBack) {
   FakeDeviceBackend b;
   auto s = b.create_stream(0);
-  ASSERT_TRUE(s.ok());
+  ASSERT_OK(s);
   auto dev = b.alloc_device(0, 1000);
   auto pinned = b.alloc_pinned(1000);
   ASSERT_TRUE(dev.ok() && pinned.ok());
   auto data = testing_device::PatternBytes(1000, 42);
   std::memcpy(*pinned, data.data(), data.size());
-  ASSERT_TRUE(b.copy_to_device_async(*dev, *pinned, 1000, *s).ok());
+  ASSERT_OK(b.copy_to_device_async(*dev, *pinned, 1000, *s));
   auto ev = b.record_event(*s);
-  ASSERT_TRUE(ev.ok());
-  ASSERT_TRUE(b.wait_event(*ev).ok());
+  ASSERT_OK(ev);
+  ASSERT_OK(b.wait_event(*ev));
   EXPECT_TRUE(*b.event_done(*ev));
   std::vector<uint8_t> back(1000);
-  ASSERT_TRUE(b.copy_to_host(back.data(), *dev, 1000, 0).ok());
+  ASSERT_OK(b.copy_to_host(back.data(), *dev, 1000, 0));
   EXPECT_EQ(back, data);
   // The log: the copy executed before the event completed, both on our
   // stream (kRecord is logged when record_event is called, which may come
@@ -100,13 +101,13 @@ TEST(FakeBackend, StreamRunsItsWorkInOrder) {
   auto dev = b.alloc_device(0, 4096);
   ASSERT_TRUE(s.ok() && dev.ok());
   std::vector<uint8_t> big(4096, 0xAA), small(16, 0x55);
-  ASSERT_TRUE(b.copy_to_device_async(*dev, big.data(), big.size(), *s).ok());
-  ASSERT_TRUE(b.copy_to_device_async(*dev, small.data(), small.size(), *s).ok());
+  ASSERT_OK(b.copy_to_device_async(*dev, big.data(), big.size(), *s));
+  ASSERT_OK(b.copy_to_device_async(*dev, small.data(), small.size(), *s));
   auto ev = b.record_event(*s);
-  ASSERT_TRUE(ev.ok());
-  ASSERT_TRUE(b.wait_event(*ev).ok());
+  ASSERT_OK(ev);
+  ASSERT_OK(b.wait_event(*ev));
   std::vector<uint8_t> back(4096);
-  ASSERT_TRUE(b.copy_to_host(back.data(), *dev, back.size(), 0).ok());
+  ASSERT_OK(b.copy_to_host(back.data(), *dev, back.size(), 0));
   EXPECT_EQ(back[0], 0x55);
   EXPECT_EQ(back[15], 0x55);
   EXPECT_EQ(back[16], 0xAA);
@@ -158,13 +159,13 @@ TEST(FakeBackend, EveryFp8CodeMatchesTheCpuLoader) {
   for (int i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
   for (auto [d, fmt] :
        {std::pair{Dtype::F8_E4M3, convert::Fp8::kE4M3FN}, std::pair{Dtype::F8_E5M2, convert::Fp8::kE5M2}}) {
-    ASSERT_TRUE(b.copy_to_device_async(*src, codes.data(), 256, *s).ok());
-    ASSERT_TRUE(b.convert_async(*f32, Dtype::F32, *src, d, 256, *s).ok());
-    ASSERT_TRUE(b.convert_async(*bf16, Dtype::BF16, *src, d, 256, *s).ok());
+    ASSERT_OK(b.copy_to_device_async(*src, codes.data(), 256, *s));
+    ASSERT_OK(b.convert_async(*f32, Dtype::F32, *src, d, 256, *s));
+    ASSERT_OK(b.convert_async(*bf16, Dtype::BF16, *src, d, 256, *s));
     std::vector<uint32_t> got32(256);
     std::vector<uint16_t> got16(256);
-    ASSERT_TRUE(b.copy_to_host(got32.data(), *f32, 256 * 4, 0).ok());
-    ASSERT_TRUE(b.copy_to_host(got16.data(), *bf16, 256 * 2, 0).ok());
+    ASSERT_OK(b.copy_to_host(got32.data(), *f32, 256 * 4, 0));
+    ASSERT_OK(b.copy_to_host(got16.data(), *bf16, 256 * 2, 0));
     for (int c = 0; c < 256; ++c) {
       uint8_t code = static_cast<uint8_t>(c);
       uint16_t want16 = 0;
@@ -184,13 +185,13 @@ TEST(FakeBackend, EveryHalfCodeMatchesTheCompilersFloat16) {
   ASSERT_TRUE(s.ok() && src.ok() && f32.ok() && bf16.ok());
   std::vector<uint16_t> codes(65536);
   for (uint32_t i = 0; i < 65536; ++i) codes[i] = static_cast<uint16_t>(i);
-  ASSERT_TRUE(b.copy_to_device_async(*src, codes.data(), 65536 * 2, *s).ok());
-  ASSERT_TRUE(b.convert_async(*f32, Dtype::F32, *src, Dtype::F16, 65536, *s).ok());
-  ASSERT_TRUE(b.convert_async(*bf16, Dtype::BF16, *src, Dtype::F16, 65536, *s).ok());
+  ASSERT_OK(b.copy_to_device_async(*src, codes.data(), 65536 * 2, *s));
+  ASSERT_OK(b.convert_async(*f32, Dtype::F32, *src, Dtype::F16, 65536, *s));
+  ASSERT_OK(b.convert_async(*bf16, Dtype::BF16, *src, Dtype::F16, 65536, *s));
   std::vector<uint32_t> got32(65536);
   std::vector<uint16_t> got16(65536);
-  ASSERT_TRUE(b.copy_to_host(got32.data(), *f32, 65536 * 4, 0).ok());
-  ASSERT_TRUE(b.copy_to_host(got16.data(), *bf16, 65536 * 2, 0).ok());
+  ASSERT_OK(b.copy_to_host(got32.data(), *f32, 65536 * 4, 0));
+  ASSERT_OK(b.copy_to_host(got16.data(), *bf16, 65536 * 2, 0));
   int bad = 0;
   for (uint32_t h = 0; h < 65536 && bad < 10; ++h) {
     uint32_t want = oracle::F16ToF32(static_cast<uint16_t>(h));
@@ -216,12 +217,12 @@ TEST(FakeBackend, FloatToHalfAndBfloat16MatchOraclesOnASpreadSample) {
   auto f16 = b.alloc_device(0, n * 2);
   auto bf16 = b.alloc_device(0, n * 2);
   ASSERT_TRUE(s.ok() && src.ok() && f16.ok() && bf16.ok());
-  ASSERT_TRUE(b.copy_to_device_async(*src, in.data(), n * 4, *s).ok());
-  ASSERT_TRUE(b.convert_async(*f16, Dtype::F16, *src, Dtype::F32, n, *s).ok());
-  ASSERT_TRUE(b.convert_async(*bf16, Dtype::BF16, *src, Dtype::F32, n, *s).ok());
+  ASSERT_OK(b.copy_to_device_async(*src, in.data(), n * 4, *s));
+  ASSERT_OK(b.convert_async(*f16, Dtype::F16, *src, Dtype::F32, n, *s));
+  ASSERT_OK(b.convert_async(*bf16, Dtype::BF16, *src, Dtype::F32, n, *s));
   std::vector<uint16_t> got_h(n), got_b(n);
-  ASSERT_TRUE(b.copy_to_host(got_h.data(), *f16, n * 2, 0).ok());
-  ASSERT_TRUE(b.copy_to_host(got_b.data(), *bf16, n * 2, 0).ok());
+  ASSERT_OK(b.copy_to_host(got_h.data(), *f16, n * 2, 0));
+  ASSERT_OK(b.copy_to_host(got_b.data(), *bf16, n * 2, 0));
   int bad = 0;
   for (uint64_t i = 0; i < n && bad < 10; ++i) {
     if (got_h[i] != oracle::F32ToF16(in[i]) || got_b[i] != oracle::F32ToBF16(in[i])) {

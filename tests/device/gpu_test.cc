@@ -16,6 +16,7 @@
 #include "hubload/device.h"
 #include "testing/util.h"
 #include "tests/device/staging_checks.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -43,10 +44,10 @@ TEST(Gpu, BackendBasics) {
   EXPECT_EQ(b->name(), "cuda");
   EXPECT_GE(b->device_count(), 1);
   auto free0 = b->free_memory(0);
-  ASSERT_TRUE(free0.ok()) << free0.status().ToString();
+  ASSERT_OK(free0);
   EXPECT_GT(*free0, 0u);
   auto p = b->alloc_device(0, 1000);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(*p) % 256, 0u);
   b->free_device(0, *p);
   // An impossible allocation is a clear out-of-memory error, not a crash.
@@ -56,7 +57,7 @@ TEST(Gpu, BackendBasics) {
   EXPECT_NE(huge.status().message().find("cudaMalloc"), std::string::npos) << huge.status().message();
   // The backend still works after the failed allocation.
   auto q = b->alloc_device(0, 64);
-  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_OK(q);
   b->free_device(0, *q);
   auto bad = b->alloc_device(b->device_count(), 64);
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
@@ -112,19 +113,19 @@ TEST(Gpu, ShardFileThroughPreadOnAllDevices) {
   o.buffer_bytes = 64 << 10;
   o.num_buffers = 4;
   auto loader = StagingLoader::Create(b, o);
-  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
   const int n = b->device_count();
   int k = 0;
   auto place = [&](const std::string&) { return Device{Device::Kind::kCuda, k++ % n}; };
   Status st = (*loader)->LoadShard(path, sh.header, reader, place, &dict);
   ::close(fd);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   for (const auto& info : sh.header.tensors) {
     const DeviceTensor* t = dict.Find(info.name);
     ASSERT_NE(t, nullptr);
     auto back = dict.CopyToHost(*t);
-    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_OK(back);
     EXPECT_TRUE(*back == sh.Bytes(info.name)) << info.name;
   }
   EXPECT_EQ((*loader)->stats().bytes_read, sh.header.data_size());
@@ -133,7 +134,7 @@ TEST(Gpu, ShardFileThroughPreadOnAllDevices) {
 TEST(Gpu, OutOfMemoryDuringLoadFreesWhatWasAllocated) {
   REQUIRE_GPU(b);
   auto free_before = b->free_memory(0);
-  ASSERT_TRUE(free_before.ok());
+  ASSERT_OK(free_before);
   // A header that claims a tensor larger than the GPU: built by hand (no data
   // behind it is read, since the allocation fails first).
   safetensors::Header h;
@@ -153,7 +154,7 @@ TEST(Gpu, OutOfMemoryDuringLoadFreesWhatWasAllocated) {
   o.buffer_bytes = 1 << 20;
   o.num_buffers = 2;
   auto loader = StagingLoader::Create(b, o);
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
   Status st = (*loader)->LoadShard("huge.safetensors", h, reader, [](const std::string&) { return kCuda0; }, &dict);
   ASSERT_FALSE(st.ok());

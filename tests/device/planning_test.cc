@@ -12,6 +12,7 @@
 
 #include "hubload/device.h"
 #include "hubload/reasons.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -55,7 +56,7 @@ TEST(PlanDeviceMap, WholeModelOnOneGpuIsTheEmptyPrefix) {
   std::vector<TensorFootprint> t = {{"a.w", 10}, {"a.b", 10}, {"b.w", 30}};
   for (Strategy s : {Strategy::kSequential, Strategy::kAuto, Strategy::kBalanced, Strategy::kBalancedLow0}) {
     auto plan = PlanDeviceMap(t, Opts(s), {100});
-    ASSERT_TRUE(plan.ok()) << StrategyName(s) << ": " << plan.status().ToString();
+    ASSERT_OK(plan) << StrategyName(s) << ": " << plan.status().ToString();
     ExpectMap(*plan, {{"", kGpu0}});
     EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cuda:0", 50}}));
     EXPECT_EQ(plan->DeviceOf("b.w"), kGpu0);
@@ -67,7 +68,7 @@ TEST(PlanDeviceMap, SequentialFillsEachGpuThenCpu) {
   // tensor, which does not fit the 20 left -> cuda:1 (30); layers.1 -> cuda:1 (60, full);
   // layers.2 -> cpu; head -> cpu (cuda:0 is never revisited).
   auto plan = PlanDeviceMap(FiveTensors(), Opts(Strategy::kSequential), {60, 60});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"embed", kGpu0}, {"layers.0", kGpu1}, {"layers.1", kGpu1}, {"layers.2", kCpu}, {"head", kCpu}});
   EXPECT_EQ(plan->bytes_per_device,
             (std::map<std::string, uint64_t>{{"cuda:0", 40}, {"cuda:1", 60}, {"cpu", 50}}));
@@ -87,7 +88,7 @@ TEST(PlanDeviceMap, ModulesAreSplitWhenAllowed) {
   // layers.0.a (15) -> cuda:0 (55); layers.0.b (15 > 5) -> cuda:1 (15); layers.1 (30) -> cuda:1 (45);
   // head (20 > 15) -> cpu.
   auto plan = PlanDeviceMap(TwoBlockModel(), Opts(Strategy::kSequential), {60, 60});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan,
             {{"embed", kGpu0}, {"layers.0.a", kGpu0}, {"layers.0.b", kGpu1}, {"layers.1", kGpu1}, {"head", kCpu}});
   EXPECT_EQ(plan->bytes_per_device,
@@ -98,7 +99,7 @@ TEST(PlanDeviceMap, NoSplitModulesMoveWhole) {
   // Same model, "layers.*" must not be split: layers.0 (30 > 20 left) moves whole to cuda:1,
   // layers.1 joins it (60); head -> cpu. All of "layers" is on cuda:1: one entry.
   auto plan = PlanDeviceMap(TwoBlockModel(), Opts(Strategy::kSequential, {}, {"layers.*"}), {60, 60});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"embed", kGpu0}, {"layers", kGpu1}, {"head", kCpu}});
   EXPECT_EQ(plan->bytes_per_device,
             (std::map<std::string, uint64_t>{{"cuda:0", 40}, {"cuda:1", 60}, {"cpu", 20}}));
@@ -109,11 +110,11 @@ TEST(PlanDeviceMap, MaxMemoryLimitsAGpuAndIsCappedByFreeMemory) {
   // max_memory cuda:0 = 50 of 1000 free: a (30) -> cuda:0, b (30 > 20) -> cpu.
   std::vector<TensorFootprint> t = {{"a.w", 30}, {"b.w", 30}};
   auto plan = PlanDeviceMap(t, Opts(Strategy::kSequential, {{"cuda:0", 50}}), {1000});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"a", kGpu0}, {"b", kCpu}});
   // max_memory 100 but only 40 free: the limit is 40, a -> cuda:0, b -> cpu again.
   plan = PlanDeviceMap(t, Opts(Strategy::kSequential, {{"cuda:0", 100}}), {40});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"a", kGpu0}, {"b", kCpu}});
 }
 
@@ -121,17 +122,17 @@ TEST(PlanDeviceMap, MaxMemoryListingGpusRestrictsThePlanToThem) {
   // Only cuda:1 is listed: cuda:0 is not used although it is free.
   std::vector<TensorFootprint> t = {{"a.w", 30}, {"b.w", 30}};
   auto plan = PlanDeviceMap(t, Opts(Strategy::kSequential, {{"cuda:1", 100}}), {100, 100});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"", kGpu1}});
   // Listing only cpu keeps every GPU (with its free memory) in the plan.
   plan = PlanDeviceMap(t, Opts(Strategy::kSequential, {{"cpu", 100}}), {45});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"a", kGpu0}, {"b", kCpu}});
 }
 
 TEST(PlanDeviceMap, NoGpuMeansCpu) {
   auto plan = PlanDeviceMap(FiveTensors(), Opts(Strategy::kAuto), {});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"", kCpu}});
   EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cpu", 150}}));
 }
@@ -149,7 +150,7 @@ TEST(PlanDeviceMap, BalancedSpreadsOverGpus) {
   auto t = Layers(8, 10);
   for (Strategy s : {Strategy::kBalanced, Strategy::kAuto}) {
     auto plan = PlanDeviceMap(t, Opts(s), {1000, 1000});
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_OK(plan);
     ExpectMap(*plan, {{"layers.0", kGpu0},
                       {"layers.1", kGpu0},
                       {"layers.2", kGpu0},
@@ -162,7 +163,7 @@ TEST(PlanDeviceMap, BalancedSpreadsOverGpus) {
   }
   // Sequential puts everything on cuda:0.
   auto seq = PlanDeviceMap(t, Opts(Strategy::kSequential), {1000, 1000});
-  ASSERT_TRUE(seq.ok());
+  ASSERT_OK(seq);
   ExpectMap(*seq, {{"", kGpu0}});
 }
 
@@ -177,7 +178,7 @@ TEST(PlanDeviceMap, BalancedBufferIsTheLargestNoSplitModule) {
     t.push_back({"layers." + std::to_string(i) + ".b.weight", 30});
   }
   auto plan = PlanDeviceMap(t, Opts(Strategy::kBalanced, {}, {"layers.*"}), {1000, 1000});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan,
             {{"embed", kGpu0}, {"layers.0", kGpu0}, {"layers.1", kGpu0}, {"layers.2", kGpu0}, {"layers.3", kGpu1}});
   EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cuda:0", 130}, {"cuda:1", 40}}));
@@ -185,7 +186,7 @@ TEST(PlanDeviceMap, BalancedBufferIsTheLargestNoSplitModule) {
   // cuda:0 takes embed, layers.0, layers.1 (90); layers.2 would make 130 > 127 so it splits:
   // layers.2.a (100) fits, layers.2.b (130) does not -> cuda:1, with layers.3.
   plan = PlanDeviceMap(t, Opts(Strategy::kBalanced), {1000, 1000});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"embed", kGpu0},
                     {"layers.0", kGpu0},
                     {"layers.1", kGpu0},
@@ -199,7 +200,7 @@ TEST(PlanDeviceMap, BalancedLow0KeepsGpu0ForWhatDoesNotFitElsewhere) {
   // 8 layers x 10 = 80 on three GPUs of 1000: cap = 80 / 2 + 12 = 52 on cuda:1 (cuda:2, the last, keeps
   // 1000); cuda:0 gets max(0, 80 - (52 + 1000)) = 0. cuda:1 takes layers 0-4 (50), cuda:2 the rest (30).
   auto plan = PlanDeviceMap(Layers(8, 10), Opts(Strategy::kBalancedLow0), {1000, 1000, 1000});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"layers.0", kGpu1},
                     {"layers.1", kGpu1},
                     {"layers.2", kGpu1},
@@ -213,7 +214,7 @@ TEST(PlanDeviceMap, BalancedLow0KeepsGpu0ForWhatDoesNotFitElsewhere) {
   // 80 - 60 = 20 for cuda:0. Order is cuda:0 first: layers 0-1 (20), then cuda:1 (2-4), cuda:2 (5-7).
   plan = PlanDeviceMap(Layers(8, 10), Opts(Strategy::kBalancedLow0, {{"cuda:0", 1000}, {"cuda:1", 30}, {"cuda:2", 30}}),
                        {1000, 1000, 1000});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->bytes_per_device,
             (std::map<std::string, uint64_t>{{"cuda:0", 20}, {"cuda:1", 30}, {"cuda:2", 30}}));
   EXPECT_EQ(plan->DeviceOf("layers.1.w"), kGpu0);
@@ -225,7 +226,7 @@ TEST(PlanDeviceMap, DiskIsUsedOnlyWhenListed) {
   // cuda:0 50, cpu 20: a (40) -> cuda:0; b.w (30) fits neither 10 left nor cpu's 20.
   std::vector<TensorFootprint> t = {{"a.w", 40}, {"b.w", 30}};
   auto plan = PlanDeviceMap(t, Opts(Strategy::kSequential, {{"cpu", 20}, {"disk", 100}}), {50});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"a", kGpu0}, {"b", kDisk}});
   EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cuda:0", 40}, {"disk", 30}}));
 }
@@ -236,13 +237,13 @@ TEST(PlanDeviceMap, AModuleHoldingOnlyTensorsIsNeverSplit) {
   // module without child modules). Top-level tensors of the root are still placed one by one.
   std::vector<TensorFootprint> t = {{"proj.bias", 10}, {"proj.weight", 30}, {"scale", 20}};
   auto plan = PlanDeviceMap(t, Opts(Strategy::kSequential), {25});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->DeviceOf("proj.bias"), kCpu);
   EXPECT_EQ(plan->DeviceOf("proj.weight"), kCpu);
   EXPECT_EQ(plan->DeviceOf("scale"), kCpu);  // cuda:0 is never revisited after proj moved on
   EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cpu", 60}}));
   plan = PlanDeviceMap({{"scale", 20}, {"proj.bias", 10}, {"proj.weight", 30}}, Opts(Strategy::kSequential), {25});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->DeviceOf("scale"), kGpu0);
   EXPECT_EQ(plan->DeviceOf("proj.weight"), kCpu);
   EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cuda:0", 20}, {"cpu", 40}}));
@@ -284,14 +285,14 @@ TEST(PlanDeviceMap, ExplicitMapUsesTheLongestPrefix) {
   DeviceMapOptions o = Opts(Strategy::kExplicit);
   o.explicit_map = {{"text", kGpu0}, {"", kCpu}};
   auto plan = PlanDeviceMap(t, o, {100});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   // "textx.c" is not under "text" (dotted prefixes): it takes "".
   ExpectMap(*plan, {{"text", kGpu0}, {"textx", kCpu}, {"vae", kCpu}});
   EXPECT_EQ(plan->bytes_per_device, (std::map<std::string, uint64_t>{{"cuda:0", 20}, {"cpu", 25}}));
 
   o.explicit_map = {{"", kCpu}, {"text.b", kGpu0}};
   plan = PlanDeviceMap(t, o, {100});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"text.a", kCpu}, {"text.b", kGpu0}, {"textx", kCpu}, {"vae", kCpu}});
   EXPECT_EQ(plan->DeviceOf("text.b"), kGpu0);
   EXPECT_EQ(plan->DeviceOf("text.a"), kCpu);
@@ -341,7 +342,7 @@ TEST(PlanDeviceMap, ExplicitEntryMatchingNoTensorIsAnError) {
   // A prefix equal to a whole tensor name, or a module, matches.
   o.explicit_map = {{"model.layers.1.w", kGpu0}, {"model", kCpu}, {"lm_head", kCpu}};
   plan = PlanDeviceMap(t, o, {100});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   EXPECT_EQ(plan->DeviceOf("model.layers.1.w"), kGpu0);
   EXPECT_EQ(plan->DeviceOf("model.layers.0.w"), kCpu);
   // "lm" is not a dotted prefix of "lm_head.w".
@@ -376,13 +377,13 @@ TEST(PlanDeviceMap, ATensorThatIsAlsoAModuleStaysWithItsChildren) {
   // "a" is a tensor and the module of "a.b": they move together (an entry "a" covers both).
   // cuda:0 has 15: "a" (10 + 10) does not fit and cannot be split -> cpu; "c" (5) -> cpu too.
   auto plan = PlanDeviceMap({{"a", 10}, {"a.b", 10}, {"c", 5}}, Opts(Strategy::kSequential), {15});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   ExpectMap(*plan, {{"", kCpu}});
 }
 
 TEST(PlanDeviceMap, EmptyCheckpointGivesAnEmptyPlan) {
   auto plan = PlanDeviceMap({}, Opts(Strategy::kAuto), {10});
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_OK(plan);
   EXPECT_TRUE(plan->device_map.empty());
   EXPECT_TRUE(plan->bytes_per_device.empty());
 }

@@ -15,6 +15,7 @@
 #include "hubload/device.h"
 #include "hubload/safetensors.h"
 #include "tests/device/oracle.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing_device {
 
@@ -44,7 +45,7 @@ inline Shard MakeShard(const std::vector<Spec>& specs) {
   std::vector<safetensors::TensorToWrite> ts;
   for (const Spec& s : specs) ts.push_back({s.name, s.dtype, s.shape, s.bytes.data(), s.bytes.size()});
   auto prefix = safetensors::SerializeHeader(&ts, {});
-  EXPECT_TRUE(prefix.ok()) << prefix.status().ToString();
+  EXPECT_OK(prefix);
   Shard sh;
   if (!prefix.ok()) return sh;
   sh.file.assign(prefix->begin(), prefix->end());
@@ -53,7 +54,7 @@ inline Shard MakeShard(const std::vector<Spec>& specs) {
     sh.file.insert(sh.file.end(), p, p + t.nbytes);
   }
   auto h = safetensors::ParseHeader(sh.file.data(), sh.file.size(), sh.file.size(), "test.safetensors");
-  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_OK(h);
   if (h.ok()) sh.header = std::move(*h);
   return sh;
 }
@@ -102,10 +103,10 @@ inline void ExpectEveryDtypeByteExact(const std::shared_ptr<DeviceBackend>& back
                                       StagingOptions options) {
   Shard sh = MakeShard(EveryDtypeSpecs(3000));
   auto loader = StagingLoader::Create(backend, options);
-  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  ASSERT_OK(loader);
   DeviceStateDict dict(backend);
   Status st = (*loader)->LoadShard("every-dtype.safetensors", sh.header, MemoryReader(sh), Everything(device), &dict);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   ASSERT_EQ(dict.tensors().size(), sh.header.tensors.size());
   for (const auto& info : sh.header.tensors) {
     const DeviceTensor* t = dict.Find(info.name);
@@ -116,7 +117,7 @@ inline void ExpectEveryDtypeByteExact(const std::shared_ptr<DeviceBackend>& back
     EXPECT_EQ(t->bytes, info.nbytes()) << info.name;
     EXPECT_TRUE(t->device == device) << info.name;
     auto back = dict.CopyToHost(*t);
-    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_OK(back);
     EXPECT_TRUE(*back == sh.Bytes(info.name)) << info.name << " differs from the file bytes";
   }
 }
@@ -177,10 +178,10 @@ inline void ExpectConversionsMatchOracle(const std::shared_ptr<DeviceBackend>& b
     opt.num_buffers = 3;
     opt.target_dtype = target == Dtype::F32 ? TargetDtype::kF32 : target == Dtype::F16 ? TargetDtype::kF16 : TargetDtype::kBF16;
     auto loader = StagingLoader::Create(backend, opt);
-    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    ASSERT_OK(loader);
     DeviceStateDict dict(backend);
     Status st = (*loader)->LoadShard("conv.safetensors", sh.header, MemoryReader(sh), Everything(device), &dict);
-    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_OK(st);
     for (Dtype s : sources) {
       const std::string name = std::string("src.") + safetensors::DtypeName(s);
       SCOPED_TRACE(name + " -> " + safetensors::DtypeName(target));
@@ -192,7 +193,7 @@ inline void ExpectConversionsMatchOracle(const std::shared_ptr<DeviceBackend>& b
       const uint64_t n = src.size() / oracle::ElemSize(s);
       ASSERT_EQ(t->bytes, n * oracle::ElemSize(target));
       auto back = dict.CopyToHost(*t);
-      ASSERT_TRUE(back.ok()) << back.status().ToString();
+      ASSERT_OK(back);
       int reported = 0;
       uint64_t mismatches = 0;
       const uint64_t w = oracle::ElemSize(target);
@@ -219,7 +220,7 @@ inline void ExpectConversionsMatchOracle(const std::shared_ptr<DeviceBackend>& b
     ASSERT_NE(ints, nullptr);
     EXPECT_EQ(ints->dtype, Dtype::I32);
     auto back = dict.CopyToHost(*ints);
-    ASSERT_TRUE(back.ok());
+    ASSERT_OK(back);
     EXPECT_TRUE(*back == sh.Bytes("int.I32"));
   }
 }
@@ -317,7 +318,7 @@ inline const std::vector<HandCase>& HandCases() {
 /// in, convert, event, copy back).
 inline void ExpectHandCases(DeviceBackend& backend, int device) {
   auto stream = backend.create_stream(device);
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  ASSERT_OK(stream);
   for (const HandCase& c : HandCases()) {
     SCOPED_TRACE(c.why);
     const uint64_t in_size = oracle::ElemSize(c.src), out_size = oracle::ElemSize(c.dst);
@@ -326,15 +327,15 @@ inline void ExpectHandCases(DeviceBackend& backend, int device) {
     ASSERT_TRUE(src.ok() && dst.ok());
     uint8_t in[4];
     std::memcpy(in, &c.in, 4);  // little-endian host: the low bytes are the element
-    ASSERT_TRUE(backend.copy_to_device_async(*src, in, in_size, *stream).ok());
+    ASSERT_OK(backend.copy_to_device_async(*src, in, in_size, *stream));
     Status st = backend.convert_async(*dst, c.dst, *src, c.src, 1, *stream);
-    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_OK(st);
     auto ev = backend.record_event(*stream);
-    ASSERT_TRUE(ev.ok());
-    ASSERT_TRUE(backend.wait_event(*ev).ok());
+    ASSERT_OK(ev);
+    ASSERT_OK(backend.wait_event(*ev));
     backend.destroy_event(*ev);
     uint32_t out = 0;
-    ASSERT_TRUE(backend.copy_to_host(&out, *dst, out_size, device).ok());
+    ASSERT_OK(backend.copy_to_host(&out, *dst, out_size, device));
     EXPECT_EQ(out, c.out) << std::hex << "input 0x" << c.in << " gave 0x" << out << ", expected 0x" << c.out;
     backend.free_device(device, *src);
     backend.free_device(device, *dst);

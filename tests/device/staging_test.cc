@@ -14,6 +14,7 @@
 #include "hubload/device.h"
 #include "loader/device/fake_backend.h"
 #include "tests/device/staging_checks.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -69,11 +70,11 @@ TEST(Staging, TensorLargerThanABufferIsCutIntoPieces) {
   auto b = Fake();
   Shard sh = MakeShard({{"big", Dtype::U8, {1000}, PatternBytes(1000, 5)}});
   auto loader = StagingLoader::Create(b, Opts(64, 3));
-  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
-  ASSERT_TRUE((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict).ok());
+  ASSERT_OK((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict));
   auto back = dict.CopyToHost(dict.tensors().at(0));
-  ASSERT_TRUE(back.ok());
+  ASSERT_OK(back);
   EXPECT_EQ(*back, sh.Bytes("big"));
   std::vector<uint64_t> sizes;
   for (const auto& e : b->log())
@@ -99,16 +100,16 @@ TEST(Staging, ConvertedPiecesHoldWholeElements) {
   StagingOptions o = Opts(70, 2);
   o.target_dtype = TargetDtype::kF16;
   auto loader = StagingLoader::Create(b, o);
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
   Status st = (*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   const DeviceTensor& t = dict.tensors().at(0);
   EXPECT_EQ(t.dtype, Dtype::F16);
   EXPECT_EQ(t.source_dtype, Dtype::F32);
   EXPECT_EQ(t.bytes, 200u);
   auto back = dict.CopyToHost(t);
-  ASSERT_TRUE(back.ok());
+  ASSERT_OK(back);
   std::vector<uint16_t> h(100);
   std::memcpy(h.data(), back->data(), 200);
   EXPECT_EQ(h[0], 0x0000);
@@ -142,7 +143,7 @@ TEST(Staging, RingBufferIsNeverRefilledBeforeItsCopyCompleted) {
                         {"b", Dtype::BF16, {8192}, PatternBytes(16384, 2)},
                         {"c", Dtype::U8, {100}, PatternBytes(100, 3)}});
   auto loader = StagingLoader::Create(b, Opts(4096, 3));
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   std::map<const void*, uint64_t> reads_into;
   int violations = 0;
   ShardReader inner = MemoryReader(sh);
@@ -155,13 +156,13 @@ TEST(Staging, RingBufferIsNeverRefilledBeforeItsCopyCompleted) {
     return inner(off, dst, n);
   };
   DeviceStateDict dict(b);
-  ASSERT_TRUE((*loader)->LoadShard("s", sh.header, checking, Everything(kCuda0), &dict).ok());
+  ASSERT_OK((*loader)->LoadShard("s", sh.header, checking, Everything(kCuda0), &dict));
   EXPECT_EQ(violations, 0);
   EXPECT_EQ(reads_into.size(), 3u);  // the three ring buffers, each reused
   for (auto& [buf, n] : reads_into) EXPECT_GE(n, 2u);
   for (const char* name : {"a", "b", "c"}) {
     auto back = dict.CopyToHost(*dict.Find(name));
-    ASSERT_TRUE(back.ok());
+    ASSERT_OK(back);
     EXPECT_EQ(*back, sh.Bytes(name)) << name;
   }
 }
@@ -171,16 +172,16 @@ TEST(Staging, BackPressureBoundsBytesInFlight) {
   Shard sh = MakeShard({{"w", Dtype::U8, {40000}, PatternBytes(40000, 9)}});
   StagingOptions o = Opts(2048, 4);
   auto loader = StagingLoader::Create(b, o);
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
-  ASSERT_TRUE((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict).ok());
+  ASSERT_OK((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict));
   const auto& stats = (*loader)->stats();
   EXPECT_GT(stats.buffer_waits, 0u);
   EXPECT_GT(stats.wait_s, 0.0);
   EXPECT_LE(b->max_inflight_bytes(), 4u * 2048u);
   EXPECT_GT(b->max_inflight_bytes(), 2048u);  // more than one piece was queued at once
   auto back = dict.CopyToHost(dict.tensors().at(0));
-  ASSERT_TRUE(back.ok());
+  ASSERT_OK(back);
   EXPECT_EQ(*back, sh.Bytes("w"));
 }
 
@@ -188,9 +189,9 @@ TEST(Staging, PiecesAlternateOverTheStreams) {
   auto b = Fake();
   Shard sh = MakeShard({{"w", Dtype::U8, {1000}, PatternBytes(1000, 4)}});
   auto loader = StagingLoader::Create(b, Opts(100, 4, 3));
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
-  ASSERT_TRUE((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict).ok());
+  ASSERT_OK((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict));
   // kRecord entries are logged when the loader records them: enqueue order.
   std::vector<uint64_t> record_streams;
   std::set<uint64_t> copy_streams;
@@ -216,7 +217,7 @@ TEST(Staging, ReaderErrorNamesShardAndTensorAndFreesEverything) {
     return inner(off, dst, n);
   };
   auto loader = StagingLoader::Create(b, Opts(64));
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
   Status st = (*loader)->LoadShard("model-00002.safetensors", sh.header, failing, Everything(kCuda0), &dict);
   ASSERT_FALSE(st.ok());
@@ -237,9 +238,9 @@ TEST(Staging, OutOfDeviceMemoryIsClearAndKeepsEarlierShards) {
                             {"b", Dtype::U8, {300}, PatternBytes(300, 3)},
                             {"c", Dtype::U8, {300}, PatternBytes(300, 4)}});
   auto loader = StagingLoader::Create(b, Opts(128));
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
-  ASSERT_TRUE((*loader)->LoadShard("one", first.header, MemoryReader(first), Everything(kCuda0), &dict).ok());
+  ASSERT_OK((*loader)->LoadShard("one", first.header, MemoryReader(first), Everything(kCuda0), &dict));
   Status st = (*loader)->LoadShard("two", second.header, MemoryReader(second), Everything(kCuda0), &dict);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), Code::kInternal);
@@ -251,7 +252,7 @@ TEST(Staging, OutOfDeviceMemoryIsClearAndKeepsEarlierShards) {
   EXPECT_EQ(dict.tensors()[0].name, "x");
   EXPECT_EQ(*b->free_memory(0), 800u);
   auto back = dict.CopyToHost(dict.tensors()[0]);
-  ASSERT_TRUE(back.ok());
+  ASSERT_OK(back);
   EXPECT_EQ(*back, first.Bytes("x"));
 }
 
@@ -264,10 +265,10 @@ TEST(Staging, CpuPlacementReadsStraightIntoHostMemory) {
   StagingOptions o = Opts(4096);
   o.target_dtype = TargetDtype::kBF16;
   auto loader = StagingLoader::Create(b, o);
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
   auto place = [](const std::string& name) { return name.rfind("cpu.", 0) == 0 ? kCpu : kCuda0; };
-  ASSERT_TRUE((*loader)->LoadShard("s", sh.header, MemoryReader(sh), place, &dict).ok());
+  ASSERT_OK((*loader)->LoadShard("s", sh.header, MemoryReader(sh), place, &dict));
   // 1.0 → 0x3F80, -2.0 → 0xC000, 0.5 → 0x3F00, 65504 = 0x477FE000 → 0x4780 (rounds up: low half 0xE000 > 0x8000).
   const uint16_t want[] = {0x3F80, 0xC000, 0x3F00, 0x4780};
   for (const char* name : {"gpu.w", "cpu.w"}) {
@@ -276,7 +277,7 @@ TEST(Staging, CpuPlacementReadsStraightIntoHostMemory) {
     EXPECT_EQ(t->dtype, Dtype::BF16);
     ASSERT_EQ(t->bytes, 8u);
     auto back = dict.CopyToHost(*t);
-    ASSERT_TRUE(back.ok());
+    ASSERT_OK(back);
     EXPECT_EQ(std::memcmp(back->data(), want, 8), 0) << name;
   }
   const DeviceTensor* cpu = dict.Find("cpu.w");
@@ -301,17 +302,17 @@ TEST(Staging, TwoDevicesAndExactMemoryAccounting) {
                         {"l1.b", Dtype::I8, {7}, PatternBytes(7, 3)}});
   {
     auto loader = StagingLoader::Create(b, Opts(256));
-    ASSERT_TRUE(loader.ok());
+    ASSERT_OK(loader);
     DeviceStateDict dict(b);
     auto place = [](const std::string& n) { return n.rfind("l1.", 0) == 0 ? kCuda1 : kCuda0; };
-    ASSERT_TRUE((*loader)->LoadShard("s", sh.header, MemoryReader(sh), place, &dict).ok());
+    ASSERT_OK((*loader)->LoadShard("s", sh.header, MemoryReader(sh), place, &dict));
     EXPECT_EQ(*b->free_memory(0), (1u << 20) - 600u);
     EXPECT_EQ(*b->free_memory(1), (1u << 20) - 1007u);
     EXPECT_TRUE(dict.Find("l1.w")->device == kCuda1);
     EXPECT_TRUE(dict.Find("l0.w")->device == kCuda0);
     for (const char* name : {"l0.w", "l1.w", "l1.b"}) {
       auto back = dict.CopyToHost(*dict.Find(name));
-      ASSERT_TRUE(back.ok());
+      ASSERT_OK(back);
       EXPECT_EQ(*back, sh.Bytes(name)) << name;
     }
     // Moving the dict moves ownership; the moved-to dict frees on destruction.
@@ -332,13 +333,13 @@ TEST(Staging, ConversionScratchIsFreedWithTheLoader) {
   o.target_dtype = TargetDtype::kF32;
   {
     auto loader = StagingLoader::Create(b, o);
-    ASSERT_TRUE(loader.ok());
+    ASSERT_OK(loader);
     DeviceStateDict dict(b);
-    ASSERT_TRUE((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict).ok());
+    ASSERT_OK((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict));
     EXPECT_EQ(dict.tensors()[0].bytes, 256u);
     // bf16 → f32 is exact: each f32 is the bf16 bits shifted up by 16.
     auto back = dict.CopyToHost(dict.tensors()[0]);
-    ASSERT_TRUE(back.ok());
+    ASSERT_OK(back);
     auto src = sh.Bytes("w");
     for (int i = 0; i < 64; ++i) {
       uint32_t got;
@@ -353,9 +354,9 @@ TEST(Staging, EmptyAndScalarTensors) {
   auto b = Fake();
   Shard sh = MakeShard({{"empty", Dtype::F32, {0, 4}, {}}, {"scalar", Dtype::I32, {}, {1, 2, 3, 4}}});
   auto loader = StagingLoader::Create(b, Opts(64));
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
-  ASSERT_TRUE((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict).ok());
+  ASSERT_OK((*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(kCuda0), &dict));
   const DeviceTensor* e = dict.Find("empty");
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->bytes, 0u);
@@ -364,7 +365,7 @@ TEST(Staging, EmptyAndScalarTensors) {
   ASSERT_NE(s, nullptr);
   EXPECT_TRUE(s->shape.empty());
   auto back = dict.CopyToHost(*s);
-  ASSERT_TRUE(back.ok());
+  ASSERT_OK(back);
   EXPECT_EQ(*back, (std::vector<uint8_t>{1, 2, 3, 4}));
 }
 
@@ -387,7 +388,7 @@ TEST(Staging, InvalidOptionsAndPlacements) {
 
   Shard sh = MakeShard({{"layer.w", Dtype::U8, {10}, PatternBytes(10, 1)}});
   auto loader = StagingLoader::Create(b, Opts(64));
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
   Status st =
       (*loader)->LoadShard("s", sh.header, MemoryReader(sh), Everything(Device{Device::Kind::kCuda, 3}), &dict);
@@ -409,10 +410,10 @@ TEST(Staging, StatsAccumulateOverShards) {
   Shard one = MakeShard({{"a", Dtype::F32, {25}, PatternBytes(100, 1)}});
   Shard two = MakeShard({{"b", Dtype::F32, {50}, PatternBytes(200, 2)}});
   auto loader = StagingLoader::Create(b, Opts(64));
-  ASSERT_TRUE(loader.ok());
+  ASSERT_OK(loader);
   DeviceStateDict dict(b);
-  ASSERT_TRUE((*loader)->LoadShard("1", one.header, MemoryReader(one), Everything(kCuda0), &dict).ok());
-  ASSERT_TRUE((*loader)->LoadShard("2", two.header, MemoryReader(two), Everything(kCuda0), &dict).ok());
+  ASSERT_OK((*loader)->LoadShard("1", one.header, MemoryReader(one), Everything(kCuda0), &dict));
+  ASSERT_OK((*loader)->LoadShard("2", two.header, MemoryReader(two), Everything(kCuda0), &dict));
   EXPECT_EQ((*loader)->stats().bytes_read, 300u);
   EXPECT_EQ((*loader)->stats().bytes_copied, 300u);
   ASSERT_EQ(dict.tensors().size(), 2u);

@@ -34,8 +34,10 @@
 #include "hubload/distributed.h"
 #include "hubload/server.h"
 #include "loader/distributed/plan.h"
+#include "testing/hub_server.h"
 #include "testing/util.h"
 #include "tests/hub/endpoints.h"
+#include "testing/status_matchers.h"
 
 extern char** environ;
 
@@ -351,16 +353,12 @@ class DistributedJob : public ::testing::Test {
   void SetUp() override {
     if (HubloadBin() == "hubload" || !fs::exists(HubloadBin())) GTEST_SKIP() << "the hubload CLI is not built (HUBLOAD_BIN unset)";
     repo_ = MakeRepo();
-    fs::create_directories(tmp_.path() / "store");
-    auto c = hubload::server::CreateRepoFromFiles((tmp_.path() / "store").string(), kRepo, repo_.files);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    commit_ = *c;
     hubload::server::ServerOptions so;
-    so.root = (tmp_.path() / "store").string();
     so.access_log = (tmp_.path() / "access.log").string();
-    auto s = hubload::server::Server::Start(so);
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    server_ = std::move(s).value();
+    hub_ = hubload::testing::StartTestHub(so);
+    ASSERT_TRUE(hub_);
+    commit_ = hub_->AddRepo(kRepo, repo_.files);
+    ASSERT_EQ(commit_.size(), 40u);
     for (int n = 0; n < 2; ++n) {
       caches_.push_back((tmp_.path() / ("node" + std::to_string(n))).string());
       fs::create_directories(caches_.back());
@@ -368,7 +366,7 @@ class DistributedJob : public ::testing::Test {
     fs::create_directories(tmp_.path() / "logs");
   }
   void TearDown() override {
-    if (server_) server_->Stop();
+    if (hub_ && hub_->server) hub_->server->Stop();
   }
 
   std::string Dump(const std::vector<RankResult>& rs) {
@@ -390,12 +388,12 @@ class DistributedJob : public ::testing::Test {
   TempDir tmp_;
   Repo repo_;
   std::string commit_;
-  std::unique_ptr<hubload::server::Server> server_;
+  std::unique_ptr<hubload::testing::TestHub> hub_;
   std::vector<std::string> caches_;
 };
 
 TEST_F(DistributedJob, PrefetchSendsEachFileOncePerJobAndFillsEveryNodeCache) {
-  auto rs = RunJob(DownloadArgs(), server_->url(), caches_, tmp_.path() / "logs");
+  auto rs = RunJob(DownloadArgs(), hub_->server->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   // Each rank prints its node's snapshot folder.
   for (int r = 0; r < 4; ++r)
@@ -409,7 +407,7 @@ TEST_F(DistributedJob, PrefetchSendsEachFileOncePerJobAndFillsEveryNodeCache) {
 
   // A rerun finds every file in every cache: no file byte leaves the server.
   size_t log_size = fs::file_size(tmp_.path() / "access.log");
-  auto rs2 = RunJob(DownloadArgs(), server_->url(), caches_, tmp_.path() / "logs");
+  auto rs2 = RunJob(DownloadArgs(), hub_->server->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs2[r].exit_code, 0) << Dump(rs2);
   auto sent2 = BytesPerFile(ReadLog(tmp_.path() / "access.log", log_size), repo_);
   for (const auto& [path, bytes] : repo_.files) EXPECT_EQ(sent2[path], 0u) << path << " re-sent on a cached rerun";
@@ -419,7 +417,7 @@ TEST_F(DistributedJob, PrefetchIncludePatternSelectsFiles) {
   auto args = DownloadArgs();
   args.push_back("--include");
   args.push_back("*.json");
-  auto rs = RunJob(args, server_->url(), caches_, tmp_.path() / "logs");
+  auto rs = RunJob(args, hub_->server->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   auto sent = BytesPerFile(ReadLog(tmp_.path() / "access.log"), repo_);
   for (const auto& [path, bytes] : repo_.files) {
@@ -438,7 +436,7 @@ TEST_F(DistributedJob, PrefetchIncludePatternSelectsFiles) {
 TEST_F(DistributedJob, KilledRankFailsEveryRankNamingItAndRerunCompletes) {
   // Rank 2 (node 1's leader) dies after 3 broadcast chunks of 64 KiB: in the
   // middle of the first shard's broadcast (each shard is ~390 KiB).
-  auto rs = RunJob(DownloadArgs("6"), server_->url(), caches_, tmp_.path() / "logs",
+  auto rs = RunJob(DownloadArgs("6"), hub_->server->url(), caches_, tmp_.path() / "logs",
                    {{2, {{"HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS", "3"}}}}, 120);
   EXPECT_EQ(rs[2].signal, SIGKILL) << Dump(rs);
   std::cout << "errors reported by the surviving ranks:\n" << rs[0].err << rs[1].err << rs[3].err;
@@ -463,7 +461,7 @@ TEST_F(DistributedJob, KilledRankFailsEveryRankNamingItAndRerunCompletes) {
     if (all) held_everywhere.insert(path);
   }
   size_t log_size = fs::file_size(tmp_.path() / "access.log");
-  auto rs2 = RunJob(DownloadArgs(), server_->url(), caches_, tmp_.path() / "logs");
+  auto rs2 = RunJob(DownloadArgs(), hub_->server->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs2[r].exit_code, 0) << Dump(rs2);
   for (const auto& c : caches_) ExpectCompleteCache(c, repo_, commit_);
   auto sent2 = BytesPerFile(ReadLog(tmp_.path() / "access.log", log_size), repo_);
@@ -475,7 +473,7 @@ TEST_F(DistributedJob, HungRankMidBroadcastFailsEveryOtherRankNamingIt) {
   // Rank 2 stops (SIGSTOP: alive, sockets open, silent) after 3 chunks; the
   // others must give up by themselves, name it and the file, and leave no
   // bad blob behind. The test kills the stopped rank afterwards.
-  auto rs = RunJob(DownloadArgs("6"), server_->url(), caches_, tmp_.path() / "logs",
+  auto rs = RunJob(DownloadArgs("6"), hub_->server->url(), caches_, tmp_.path() / "logs",
                    {{2, {{"HUBLOAD_DIST_FAULT_KILL_AFTER_CHUNKS", "3"}, {"HUBLOAD_DIST_FAULT_SIGNAL", "STOP"}}}}, 120,
                    {2});
   for (int r : {0, 1, 3}) {
@@ -488,7 +486,7 @@ TEST_F(DistributedJob, HungRankMidBroadcastFailsEveryOtherRankNamingIt) {
 
 TEST_F(DistributedJob, MissingRepoFailsEveryRankWithRepoNotFound) {
   auto rs = RunJob({"download-distributed", "org/absent", "--timeout", "90", "--heartbeat-timeout", "20"},
-                   server_->url(), caches_, tmp_.path() / "logs");
+                   hub_->server->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(rs[r].exit_code, 1) << Dump(rs);
     EXPECT_NE(rs[r].err.find("org/absent"), std::string::npos) << rs[r].err;
@@ -501,7 +499,7 @@ TEST_F(DistributedJob, LoadGivesEveryRankTheCheckpointTensors) {
   // Rank 3 takes only layers 2 and 3 (a pipeline stage).
   std::vector<std::string> args{"load-distributed", kRepo, "--json", out, "--chunk-bytes", "65536",
                                 "--timeout", "90", "--heartbeat-timeout", "20"};
-  auto rs = RunJob(args, server_->url(), caches_, tmp_.path() / "logs");
+  auto rs = RunJob(args, hub_->server->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   auto sent = BytesPerFile(ReadLog(tmp_.path() / "access.log"), repo_);
   for (const auto& [path, bytes] : repo_.files) {
@@ -549,7 +547,7 @@ TEST_F(DistributedJob, LoadFilterGivesARankOnlyItsTensors) {
   std::string out = (tmp_.path() / "logs" / "stage-{rank}.json").string();
   std::vector<std::string> args{"load-distributed", kRepo, "--json", out, "--tensors", "^layers\\.[23]\\.",
                                 "--timeout", "90", "--heartbeat-timeout", "20"};
-  auto rs = RunJob(args, server_->url(), caches_, tmp_.path() / "logs");
+  auto rs = RunJob(args, hub_->server->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   for (int r = 0; r < 4; ++r) {
     json j = json::parse(Slurp(tmp_.path() / "logs" / ("stage-" + std::to_string(r) + ".json")), nullptr, false);
@@ -590,13 +588,13 @@ TEST_F(DistributedJob, LoadSharesTheDriversChecksAndReport) {
             {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00001-of-00002.safetensors"},
              {"z", "model-00002-of-00002.safetensors"}}}}
           .dump();
-  const std::string store = (tmp_.path() / "store").string();
-  ASSERT_TRUE(hubload::server::CreateRepoFromFiles(store, "org/drift", good).ok());
-  ASSERT_TRUE(hubload::server::CreateRepoFromFiles(store, "org/drift-bad", bad).ok());
+  const std::string store = hub_->root.str();
+  ASSERT_OK(hubload::server::CreateRepoFromFiles(store, "org/drift", good));
+  ASSERT_OK(hubload::server::CreateRepoFromFiles(store, "org/drift-bad", bad));
 
   std::string out = (tmp_.path() / "logs" / "drift-{rank}.json").string();
   auto rs = RunJob({"load-distributed", "org/drift", "--json", out, "--timeout", "90", "--heartbeat-timeout", "20"},
-                   server_->url(), caches_, tmp_.path() / "logs");
+                   hub_->server->url(), caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   for (int r = 0; r < 4; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -611,7 +609,7 @@ TEST_F(DistributedJob, LoadSharesTheDriversChecksAndReport) {
     EXPECT_EQ(j["tensors"][0]["sha256"], Sha256Hex(s1[0].bytes.data(), s1[0].bytes.size()));
   }
 
-  rs = RunJob({"load-distributed", "org/drift-bad", "--timeout", "60", "--heartbeat-timeout", "10"}, server_->url(),
+  rs = RunJob({"load-distributed", "org/drift-bad", "--timeout", "60", "--heartbeat-timeout", "10"}, hub_->server->url(),
               caches_, tmp_.path() / "logs");
   for (int r = 0; r < 4; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -628,10 +626,10 @@ TEST_F(DistributedJob, LoadSharesTheDriversChecksAndReport) {
 class DistributedHubDown : public DistributedJob {
  protected:
   void Warm() {
-    auto rs = RunJob(Args("warm"), server_->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
+    auto rs = RunJob(Args("warm"), hub_->server->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
     for (int r = 0; r < 2; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
-    server_->Stop();
-    server_.reset();
+    hub_->server->Stop();
+    hub_->server.reset();
   }
   std::vector<std::string> Args(const std::string& tag) {
     return {"load-distributed", kRepo, "--json", (tmp_.path() / "logs" / (tag + "-{rank}.json")).string(),
@@ -691,10 +689,10 @@ TEST_F(DistributedHubDown, SilentHubLoadsTheCachedSnapshotWithOneWarning) {
 // (~1.6 MB at 200 kB/s): waiting ranks wait on the owner, not on a collective.
 TEST_F(DistributedJob, B54SharedCacheSlowDownloadOneGetPerFileNoTimeout) {
   const std::string shared = caches_[0];
-  server_->faults().SetTotalBandwidthBytesPerSec(200000);
+  hub_->server->faults().SetTotalBandwidthBytesPerSec(200000);
   std::vector<std::string> args{"download-distributed", kRepo, "--chunk-bytes", "65536", "--timeout", "5",
                                 "--heartbeat-timeout", "20"};
-  auto rs = RunJob(args, server_->url(), {shared, shared}, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
+  auto rs = RunJob(args, hub_->server->url(), {shared, shared}, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   for (int r = 0; r < 2; ++r)
     EXPECT_EQ(rs[r].out, (fs::path(shared) / kRepoFolder / "snapshots" / commit_).string() + "\n");
@@ -708,8 +706,8 @@ TEST_F(DistributedJob, B54SharedCacheSlowDownloadOneGetPerFileNoTimeout) {
 // the shard (not a collective timeout), nothing half-written is left.
 TEST_F(DistributedJob, B54PersistentServerErrorOnAShardFailsEveryRankNamingIt) {
   const std::string shard = "model-00002-of-00004.safetensors";
-  server_->faults().SetStatusForNext(shard, 500, -1);
-  auto rs = RunJob({"download-distributed", kRepo, "--timeout", "90", "--heartbeat-timeout", "10"}, server_->url(),
+  hub_->server->faults().SetStatusForNext(shard, 500, -1);
+  auto rs = RunJob({"download-distributed", kRepo, "--timeout", "90", "--heartbeat-timeout", "10"}, hub_->server->url(),
                    caches_, tmp_.path() / "logs", {}, 150, {}, /*world=*/2);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(rs[r].exit_code, 1) << Dump(rs);
@@ -726,14 +724,14 @@ TEST_F(DistributedJob, B54SnapshotMissingAShardIsCompletedBeforeTheLoad) {
   const std::string missing = "model-00003-of-00004.safetensors";
   auto seed = RunJob({"download-distributed", kRepo, "--exclude", "*00003-of-*", "--timeout", "90",
                       "--heartbeat-timeout", "20"},
-                     server_->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
+                     hub_->server->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(seed[r].exit_code, 0) << Dump(seed);
   for (const auto& c : caches_)
     ASSERT_FALSE(fs::exists(fs::path(c) / kRepoFolder / "snapshots" / commit_ / missing)) << c;
   const size_t log_size = fs::file_size(tmp_.path() / "access.log");
   std::string out = (tmp_.path() / "logs" / "seeded-{rank}.json").string();
   auto rs = RunJob({"load-distributed", kRepo, "--json", out, "--timeout", "90", "--heartbeat-timeout", "20"},
-                   server_->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
+                   hub_->server->url(), caches_, tmp_.path() / "logs", {}, 180, {}, /*world=*/2);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(rs[r].exit_code, 0) << Dump(rs);
   auto sent = BytesPerFile(ReadLog(tmp_.path() / "access.log", log_size), repo_);
   for (const auto& [path, bytes] : repo_.files)
@@ -775,7 +773,7 @@ TEST(DistEnv, TorchrunVariables) {
   EnvGuard g({{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "5"}, {"WORLD_SIZE", "8"},
               {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}});
   auto e = hubload::distributed::EnvFromEnvironment();
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_EQ(e->master_addr, "10.0.0.1");
   EXPECT_EQ(e->master_port, 29500);
   EXPECT_EQ(e->rank, 5);
@@ -790,7 +788,7 @@ TEST(DistEnv, SlurmAndKubernetesFallbacks) {
     EnvGuard g({{"MASTER_ADDR", "node001"}, {"MASTER_PORT", "29400"}, {"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"},
                 {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS_PER_NODE", "2(x2)"}, {"SLURM_NODEID", "1"}});
     auto e = hubload::distributed::EnvFromEnvironment();
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ASSERT_OK(e);
     EXPECT_EQ(e->rank, 3);
     EXPECT_EQ(e->world_size, 4);
     EXPECT_EQ(e->local_rank, 1);
@@ -801,7 +799,7 @@ TEST(DistEnv, SlurmAndKubernetesFallbacks) {
     EnvGuard g({{"MASTER_ADDR", "job-0.svc"}, {"MASTER_PORT", "29500"}, {"JOB_COMPLETION_INDEX", "2"},
                 {"WORLD_SIZE", "3"}});
     auto e = hubload::distributed::EnvFromEnvironment();
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ASSERT_OK(e);
     EXPECT_EQ(e->rank, 2);
     EXPECT_EQ(e->local_rank, 0);
     EXPECT_EQ(e->local_world_size, 1);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hubload/reasons.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::distributed::internal {
 namespace {
@@ -55,14 +56,14 @@ bool IsNonNegInt(const json& v) { return v.is_number_integer() && v.get<int64_t>
 // with a message naming `key` and the field path.
 void CheckEveryField(const json& good, const std::string& key, const std::vector<Field>& fields,
                      const std::function<Status(const std::string&)>& parse) {
-  ASSERT_TRUE(parse(good.dump()).ok()) << parse(good.dump()).ToString();
+  ASSERT_OK(parse(good.dump()));
   for (const auto& f : fields) {
     for (const auto& bad : AllKinds()) {
       json j = good;
       j[json::json_pointer(f.pointer)] = bad;
       Status st = parse(j.dump());
       if (f.accepts(bad)) {
-        EXPECT_TRUE(st.ok()) << key << " " << f.pointer << " = " << bad.dump() << ": " << st.ToString();
+        EXPECT_OK(st) << key << " " << f.pointer << " = " << bad.dump() << ": " << st.ToString();
         continue;
       }
       ASSERT_FALSE(st.ok()) << key << " " << f.pointer << " = " << bad.dump() << " was accepted";
@@ -98,11 +99,11 @@ void CheckEveryField(const json& good, const std::string& key, const std::vector
 
 TEST(DistRecords, TopologyReadsBackAndRefusesEveryWrongField) {
   auto t = ParseTopology(R"({"node": 2, "local_rank": 1})", "topo/5");
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_OK(t);
   EXPECT_EQ(t->node, 2);
   EXPECT_EQ(t->local_rank, 1);
   auto back = ParseTopology(TopologyJson({3, 0}), "topo/0");
-  ASSERT_TRUE(back.ok());
+  ASSERT_OK(back);
   EXPECT_EQ(back->node, 3);
   EXPECT_EQ(back->local_rank, 0);
   CheckEveryField(json{{"node", 1}, {"local_rank", 0}}, "topo/3",
@@ -130,7 +131,7 @@ json GoodListing() {
 
 TEST(DistRecords, ListingReadsBack) {
   auto p = ParseListing(GoodListing().dump(), "listing");
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(p->commit, "c0ffee");
   ASSERT_EQ(p->files.size(), 3u);
   EXPECT_EQ(p->files[1].path, "model-00001-of-00001.safetensors");
@@ -145,7 +146,7 @@ TEST(DistRecords, ListingReadsBack) {
   q.commit = "abc";
   q.files.push_back(PlanFile{"a.bin", "etag-a", 1ull << 40, -1});
   auto r = ParseListing(ListingJson(q), "listing");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ASSERT_EQ(r->files.size(), 1u);
   EXPECT_EQ(r->files[0].size, 1ull << 40);
   EXPECT_TRUE(r->extra.shards.empty());
@@ -185,10 +186,10 @@ TEST(DistRecords, ListingRefusesAShardThatIsNotListed) {
 
 TEST(DistRecords, OwnersReadBackAndRefuseEveryWrongEntry) {
   auto o = ParseOwners("[-1, 0, 2, 1]", "plan", 4, 3);
-  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_OK(o);
   EXPECT_EQ(*o, (std::vector<int>{-1, 0, 2, 1}));
   auto back = ParseOwners(OwnersJson({1, -1}), "plan", 2, 2);
-  ASSERT_TRUE(back.ok());
+  ASSERT_OK(back);
   EXPECT_EQ(*back, (std::vector<int>{1, -1}));
   // 3 leaders: owners -1 .. 2.
   CheckEveryField(json::array({0, 1}), "plan",
@@ -211,7 +212,7 @@ TEST(DistRecords, ErrorRecordCarriesThePeersStatus) {
   ErrorContext ctx;
   ctx.file = "model-00002-of-00004.safetensors";
   // A peer's error that is itself about bad JSON passes through unchanged.
-  Status peer(Code::kInvalidFormat, "tree listing: 'size' of [2] must be ...", std::string(reason::kBadJsonField), ctx);
+  Status peer(Code::kInvalidFormat, "tree listing: 'size' of [2] must be ...", reason::kBadJsonField, ctx);
   Status st = ErrorFromRecord(ErrorRecordJson(3, peer), "abort");
   EXPECT_EQ(st.code(), Code::kInvalidFormat);
   EXPECT_TRUE(st.Is(reason::kBadJsonField));

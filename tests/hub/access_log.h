@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "testing/util.h"
+
 namespace hubload::testing {
 
 struct LogLine {
@@ -52,19 +54,6 @@ inline std::pair<int64_t, int64_t> ParseRange(const std::string& r) {
   auto dash = r.find('-');
   if (dash == std::string::npos || dash + 1 >= r.size()) return {std::stoll(r.substr(6, dash - 6)), -1};
   return {std::stoll(r.substr(6, dash - 6)), std::stoll(r.substr(dash + 1))};
-}
-
-/// Deterministic pseudo-random bytes (xorshift32), distinct per seed.
-inline std::string Bytes(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = 0x12345678u ^ seed;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s[i] = static_cast<char>(x >> 7);
-  }
-  return s;
 }
 
 }  // namespace hubload::testing

@@ -10,6 +10,7 @@
 #include "hub/answers.h"
 #include "hub/errors.h"
 #include "testing/json_mutate.h"
+#include "testing/status_matchers.h"
 
 using hubload::Code;
 using json = nlohmann::json;
@@ -33,7 +34,7 @@ int Mutate(const json& doc, const std::function<hubload::Status(const json&)>& p
 TEST(HubAnswers, RevisionInfo) {
   json doc = {{"id", "org/m"}, {"sha", "0123456789012345678901234567890123456789"}};
   auto ok = hi::ParseRevisionSha(doc, "doc://test");
-  ASSERT_TRUE(ok.ok());
+  ASSERT_OK(ok);
   EXPECT_EQ(*ok, "0123456789012345678901234567890123456789");
   EXPECT_GT(Mutate(doc, [](const json& j) { return hi::ParseRevisionSha(j, "doc://test").status(); },
                    {{"/sha", kString}}),
@@ -50,7 +51,7 @@ TEST(HubAnswers, TreePage) {
         {"path", "sub/w.safetensors"},
         {"lfs", {{"oid", std::string(64, 'd')}, {"size", 1048576}, {"pointerSize", 134}}}}});
   auto ok = hi::ParseTreePage(doc, "doc://test");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[0].path, "config.json");
   EXPECT_EQ((*ok)[0].size, 12u);
@@ -77,7 +78,7 @@ TEST(HubAnswers, Preupload) {
                {{{"path", "a.bin"}, {"uploadMode", "lfs"}, {"shouldIgnore", false}, {"oid", std::string(64, 'e')}},
                 {{"path", "c.json"}, {"uploadMode", "regular"}, {"shouldIgnore", true}}}}};
   auto ok = hi::ParsePreupload(doc, "doc://test");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[0].oid, std::string(64, 'e'));
   EXPECT_TRUE((*ok)[1].should_ignore);
@@ -99,7 +100,7 @@ TEST(HubAnswers, LfsBatch) {
                 {{"oid", std::string(64, '2')}, {"size", 5}},
                 {{"oid", std::string(64, '3')}, {"size", 9}, {"error", {{"code", 403}, {"message", "no"}}}}}}};
   auto ok = hi::ParseLfsBatch(doc, "doc://test");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   ASSERT_EQ(ok->size(), 3u);
   EXPECT_EQ((*ok)[0].chunk_size, 16u);
   ASSERT_EQ((*ok)[0].parts.size(), 2u);
@@ -127,13 +128,13 @@ TEST(HubAnswers, CommitAndRepoCreation) {
               {"commitUrl", "http://hub/org/m/commit/" + std::string(40, 'f')},
               {"pullRequestUrl", "http://hub/org/m/discussions/3"}};
   auto ok = hi::ParseCommitAnswer(doc, "doc://test");
-  ASSERT_TRUE(ok.ok());
+  ASSERT_OK(ok);
   EXPECT_EQ(ok->pr_url, "http://hub/org/m/discussions/3");
   Mutate(doc, [](const json& j) { return hi::ParseCommitAnswer(j, "doc://test").status(); },
          {{"/commitOid", kString}, {"/commitUrl", kString}, {"/pullRequestUrl", kString, false}});
   json repo = {{"url", "http://hub/org/m"}, {"name", "org/m"}};
   auto u = hi::ParseRepoUrl(repo, "doc://test");
-  ASSERT_TRUE(u.ok());
+  ASSERT_OK(u);
   EXPECT_EQ(u->value_or(""), "http://hub/org/m");
   Mutate(repo, [](const json& j) { return hi::ParseRepoUrl(j, "doc://test").status(); }, {{"/url", kString, false}});
 }
@@ -145,7 +146,7 @@ TEST(HubAnswers, Refs) {
               {"converts", json::array()},
               {"pullRequests", {{{"name", "refs/pr/1"}, {"ref", "refs/pr/1"}, {"targetCommit", c}}}}};
   auto ok = hi::ParseRefs(doc, "doc://test");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   ASSERT_EQ(ok->branches.size(), 1u);
   EXPECT_EQ(ok->branches[0].name, "main");
   EXPECT_EQ(ok->branches[0].target_commit, a);
@@ -176,7 +177,7 @@ TEST(HubAnswers, CommitsPage) {
                            {"authors", {{{"user", "alice"}, {"avatar", "x"}}, {{"user", "bob"}}}}},
                           {{"id", b}, {"title", "Initial commit"}}});
   auto ok = hi::ParseCommitsPage(doc, "doc://test");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[0].commit_id, a);
   EXPECT_EQ((*ok)[0].title, "Add weights");

@@ -140,7 +140,7 @@ TEST(HubCli, DownloadTimeoutFromTheEnvironmentEndsAStalledTransfer) {
   ASSERT_TRUE(hub);
   hubload::server::CreateRepoOptions lfs;
   lfs.lfs_threshold_bytes = 1024;
-  const std::string data = hubload::testing::Bytes(3 << 20, 7);
+  const std::string data = hubload::testing::PatternBytes(3 << 20, 7);
   const std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   hub->AddRepo("org/m", {{"w.bin", data}}, lfs);
   std::string out, err;

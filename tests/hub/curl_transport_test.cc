@@ -15,6 +15,7 @@
 
 #include "hubload/transport.h"
 #include "tests/hub/raw_server.h"
+#include "testing/status_matchers.h"
 
 namespace {
 
@@ -63,7 +64,7 @@ TEST(CurlTransport, AuthorizationDroppedOnCrossHostRedirectKeptOnRelative) {
   req.headers.emplace_back("Authorization", "Bearer hf_TESTTOKEN");
   StringSink sink;
   auto r = t->Send(req, &sink);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->redirects, 2);
   EXPECT_EQ(sink.got, "payload");
@@ -88,7 +89,7 @@ TEST(CurlTransport, NoRedirectFollowingWhenAsked) {
   req.url = "http://127.0.0.1:" + std::to_string(hub.port()) + "/f";
   req.follow_redirects = false;
   auto r = hubload::MakeCurlTransport()->Send(req, nullptr);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 302);
   EXPECT_EQ(r->headers.Get("x-repo-commit").value_or(""), "abc");  // case-insensitive lookup
 }

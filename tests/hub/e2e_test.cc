@@ -15,27 +15,18 @@
 #include "testing/hub_server.h"
 #include "testing/util.h"
 #include "field_support.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
+using hubload::testing::SmallLfs;
+using hubload::testing::PatternBytes;
 using hubload::testing::StartTestHub;
 using hubload::testing::TempDir;
 using hubload::testing::TestHub;
 using hubload::testing::field::Opts;  // the hub tests' client options
 
 namespace {
-
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  uint32_t x = 2463534242u + static_cast<uint32_t>(seed);
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s[i] = static_cast<char>(x & 0xff);
-  }
-  return s;
-}
 
 std::string Sha256(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
 
@@ -52,12 +43,6 @@ hubload::FileRequest Req(const std::string& repo, const std::string& file, const
   r.filename = file;
   r.revision = rev;
   return r;
-}
-
-hubload::server::CreateRepoOptions SmallLfs() {
-  hubload::server::CreateRepoOptions o;
-  o.lfs_threshold_bytes = 1024;  // files ≥ 1 KiB are LFS (sha256 etag, CDN redirect)
-  return o;
 }
 
 // The server counts a request after its last byte is written, which can be
@@ -111,19 +96,19 @@ TEST(HubDownload, SingleFileLandsInHfLayoutWithVerifiedBlobNames) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
   std::string cfg = "{\"model_type\": \"test\"}";
-  std::string weights = Pattern(300000, 1);
+  std::string weights = PatternBytes(300000, 1);
   std::string commit = hub->AddRepo("org/m", {{"config.json", cfg}, {"sub/model.safetensors", weights}}, SmallLfs());
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
   auto p = client.Download(Req("org/m", "config.json"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   fs::path repo = cache.path() / "models--org--m";
   EXPECT_EQ(*p, (repo / "snapshots" / commit / "config.json").string());
   EXPECT_EQ(ReadAll(*p), cfg);
   EXPECT_EQ(fs::read_symlink(*p).string(), "../../blobs/" + GitSha1(cfg));  // regular file: git blob sha1
   EXPECT_EQ(ReadAll(repo / "refs" / "main"), commit);
   auto w = client.Download(Req("org/m", "sub/model.safetensors"));
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_OK(w);
   EXPECT_EQ(fs::read_symlink(*w).string(), "../../../blobs/" + Sha256(weights));  // LFS: sha256
   EXPECT_EQ(Sha256(ReadAll(*w)), Sha256(weights));
   for (auto& e : fs::directory_iterator(repo / "blobs"))
@@ -136,17 +121,17 @@ TEST(HubDownload, PinnedCommitAndOfflineMakeZeroRequests) {
   std::string commit = hub->AddRepo("org/m", {{"a.txt", "alpha"}, {"b.txt", "beta"}});
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
-  ASSERT_TRUE(client.Download(Req("org/m", "a.txt")).ok());
+  ASSERT_OK(client.Download(Req("org/m", "a.txt")));
   Settle();
   hub->server->ResetStats();
   auto pinned = client.Download(Req("org/m", "a.txt", commit));
-  ASSERT_TRUE(pinned.ok());
+  ASSERT_OK(pinned);
   EXPECT_EQ(ReadAll(*pinned), "alpha");
   auto opts = Opts(*hub, cache.str());
   opts.config.offline = true;
   hubload::HubClient offline(opts);
   auto off = offline.Download(Req("org/m", "a.txt"));
-  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  ASSERT_OK(off);
   EXPECT_EQ(ReadAll(*off), "alpha");
   auto miss = offline.Download(Req("org/m", "b.txt"));
   EXPECT_EQ(miss.status().code(), Code::kOfflineMiss);
@@ -171,28 +156,28 @@ TEST(HubDownload, OfflineServesRefWithTrailingNewlineAndNoServer) {
   o.config.cache_dir = cache.str();
   o.config.offline = true;
   auto p = hubload::HubClient(o).Download(Req("org/m", "config.json"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(ReadAll(*p), "{}");
   // Online with the port closed: bounded retries, then the cached copy.
   o.config.offline = false;
   o.retry.initial_backoff_s = 0.01;
   o.retry.max_total_s = 1;
   auto q = hubload::HubClient(o).Download(Req("org/m", "config.json"));
-  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_OK(q);
 }
 
 TEST(HubDownload, BranchRevalidationReusesBlobAndChangedEtagKeepsOldSnapshot) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string v1 = Pattern(5000, 2), v2 = Pattern(5000, 3);
+  std::string v1 = PatternBytes(5000, 2), v2 = PatternBytes(5000, 3);
   std::string c1 = hub->AddRepo("org/m", {{"w.bin", v1}}, SmallLfs());
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
-  ASSERT_TRUE(client.Download(Req("org/m", "w.bin")).ok());
+  ASSERT_OK(client.Download(Req("org/m", "w.bin")));
   Settle();
   hub->server->ResetStats();
   auto again = client.Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(Stats(*hub).requests, 1u);        // one metadata request
   EXPECT_EQ(Stats(*hub).body_bytes_sent, 0u);  // no body bytes
   hubload::server::CommitOptions co;
@@ -200,7 +185,7 @@ TEST(HubDownload, BranchRevalidationReusesBlobAndChangedEtagKeepsOldSnapshot) {
   std::string c2 = hub->Replace("org/m", "w.bin", v2, co);
   ASSERT_NE(c1, c2);
   auto p2 = client.Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(p2.ok());
+  ASSERT_OK(p2);
   EXPECT_NE(p2->find(c2), std::string::npos);
   EXPECT_EQ(ReadAll(*p2), v2);
   EXPECT_EQ(ReadAll(cache.path() / "models--org--m/snapshots" / c1 / "w.bin"), v1);  // old snapshot intact
@@ -232,7 +217,7 @@ TEST(HubSnapshot, PatternsSubfoldersAndCallbacks) {
   std::map<std::string, std::string> files = {{"config.json", "{}"},
                                               {"a/x.json", "1"},
                                               {"a/b/y.json", "2"},
-                                              {"model.safetensors", Pattern(4096, 4)},
+                                              {"model.safetensors", PatternBytes(4096, 4)},
                                               {"README.md", "readme"}};
   std::string commit = hub->AddRepo("org/m", files, SmallLfs());
   TempDir cache;
@@ -255,7 +240,7 @@ TEST(HubSnapshot, PatternsSubfoldersAndCallbacks) {
     last_total = t;
   };
   auto snap = client.Snapshot(req);
-  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_OK(snap);
   EXPECT_EQ(*snap, (cache.path() / "models--org--m/snapshots" / commit).string());
   EXPECT_EQ(done, (std::set<std::string>{"config.json", "a/x.json", "model.safetensors"}));
   EXPECT_FALSE(fs::exists(fs::path(*snap) / "README.md"));
@@ -268,7 +253,7 @@ TEST(HubSnapshot, PatternsSubfoldersAndCallbacks) {
   auto o = Opts(*hub, cache.str());
   o.config.offline = true;
   auto off = hubload::HubClient(o).Snapshot(req);
-  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  ASSERT_OK(off);
   EXPECT_EQ(*off, *snap);
   // B12(d): asking offline for more than is cached names the missing file.
   hubload::SnapshotRequest all = req;
@@ -293,7 +278,7 @@ TEST(HubSnapshot, TreePaginationListsEveryFile) {
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
   auto l = client.ListFiles("org/many", "main");
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_OK(l);
   EXPECT_EQ(l->commit, commit);
   std::set<std::string> got;
   for (auto& f : l->files) got.insert(f.path);
@@ -302,11 +287,11 @@ TEST(HubSnapshot, TreePaginationListsEveryFile) {
   hubload::SnapshotRequest req;
   req.repo_id = "org/many";
   auto s = client.Snapshot(req);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   for (auto& [p, c] : files) ASSERT_EQ(ReadAll(fs::path(*s) / p), c) << p;
   Settle();
   hub->server->ResetStats();
-  ASSERT_TRUE(client.Snapshot(req).ok());
+  ASSERT_OK(client.Snapshot(req));
   EXPECT_EQ(Count(*hub, "/resolve/"), 0u);  // re-run: no file requests
 }
 
@@ -320,7 +305,7 @@ TEST(HubDownload, SpecialNamesAndPrRevisionAreEncoded) {
                                               {"100%.txt", "p"},
                                               {"plus+sign.txt", "+"}};
   std::string commit = hub->AddRepo("org/m", files);
-  ASSERT_TRUE(hubload::server::SetRef(hub->root.str(), "org/m", "refs/pr/1", commit).ok());
+  ASSERT_OK(hubload::server::SetRef(hub->root.str(), "org/m", "refs/pr/1", commit));
   TempDir cache;
   auto rec = std::make_shared<RecordingTransport>(hubload::MakeCurlTransport());
   auto o = Opts(*hub, cache.str());
@@ -328,7 +313,7 @@ TEST(HubDownload, SpecialNamesAndPrRevisionAreEncoded) {
   hubload::HubClient client(o);
   for (auto& [p, c] : files) {
     auto r = client.Download(Req("org/m", p, "refs/pr/1"));
-    ASSERT_TRUE(r.ok()) << p << ": " << r.status().ToString();
+    ASSERT_OK(r) << p << ": " << r.status().ToString();
     EXPECT_EQ(ReadAll(*r), c);
     EXPECT_EQ(*r, (cache.path() / "models--org--m/snapshots" / commit / p).string());
   }
@@ -375,7 +360,7 @@ TEST(HubDownload, InterruptedDownloadNeverLeavesABlobAndResumes) {
   // B01: the CDN closes after 400,000 bytes; later requests fail with 500.
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(1048576, 5);
+  std::string data = PatternBytes(1048576, 5);
   std::string sha = Sha256(data);
   std::string commit = hub->AddRepo("org/m", {{"model.safetensors", data}}, SmallLfs());
   hub->faults().SetDropAfterBytes(sha, 400000, 1);
@@ -400,7 +385,7 @@ TEST(HubDownload, InterruptedDownloadNeverLeavesABlobAndResumes) {
   Settle();
   hub->server->ResetStats();
   auto p = client.Download(Req("org/m", "model.safetensors"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha256(ReadAll(*p)), sha);
   EXPECT_EQ(BytesFor(*hub, sha), data.size() - kept);  // only the missing bytes
 }
@@ -409,13 +394,13 @@ TEST(HubDownload, WrongSizedBlobIsRefetched) {
   // B01 invariant: a pre-existing blobs/E of wrong size is never returned.
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(20000, 6);
+  std::string data = PatternBytes(20000, 6);
   hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
   TempDir cache;
   fs::create_directories(cache.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / Sha256(data), data.substr(0, 999));
   auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(ReadAll(*p), data);
 }
 
@@ -432,7 +417,7 @@ TEST(HubDownload, PartialOfUnknownProvenanceNeverMixesBytes) {
   hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (e2 + ".incomplete"),
                                    std::string(1 << 20, '\xAA'));
   auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   std::string got = ReadAll(*p);
   EXPECT_EQ(got.size(), v2.size());
   EXPECT_EQ(got.find('\xAA'), std::string::npos);
@@ -453,7 +438,7 @@ TEST(HubDownload, EtagChangeStartsANewPartial) {
   hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (Sha256(v1) + ".incomplete"),
                                    v1.substr(0, 1 << 20));
   auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(ReadAll(*p), v2);
 }
 
@@ -461,7 +446,7 @@ TEST(HubDownload, CompletePartialIsPromotedWithoutRangedGet) {
   // B03: the partial already holds every byte; oversized variant restarts.
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(5000, 7);
+  std::string data = PatternBytes(5000, 7);
   std::string sha = Sha256(data);
   hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
   TempDir cache;
@@ -470,24 +455,24 @@ TEST(HubDownload, CompletePartialIsPromotedWithoutRangedGet) {
   hubload::testing::WriteFileBytes(blobs / (sha + ".incomplete"), data);
   hubload::HubClient client(Opts(*hub, cache.str()));
   auto p = client.Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(ReadAll(*p), data);
   EXPECT_EQ(BytesFor(*hub, sha), 0u);
   TempDir cache2;
   fs::create_directories(cache2.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(cache2.path() / "models--org--m/blobs" / (sha + ".incomplete"), data + "123456");
   auto q = hubload::HubClient(Opts(*hub, cache2.str())).Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_OK(q);
   EXPECT_EQ(ReadAll(*q), data);
 }
 
-// org/m with the LFS file w.bin (300000 bytes of Pattern(seed)) and a cache
+// org/m with the LFS file w.bin (300000 bytes of PatternBytes(seed)) and a cache
 // holding its first 100000 bytes as a partial download.
 struct ResumableInCache {
   std::unique_ptr<TestHub> hub = StartTestHub();
   std::string data, sha;
   TempDir cache;
-  explicit ResumableInCache(int seed) : data(Pattern(300000, seed)), sha(Sha256(data)) {
+  explicit ResumableInCache(int seed) : data(PatternBytes(300000, seed)), sha(Sha256(data)) {
     if (!hub) return;
     hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
     fs::create_directories(cache.path() / "models--org--m/blobs");
@@ -512,7 +497,7 @@ TEST(HubDownload, ProgressAfterResumeCountsOnlyBytesReceivedInThisRun) {
   req.callbacks.on_progress = [&](uint64_t d, uint64_t) { done = d; };
   req.callbacks.on_bytes_received = [&](uint64_t n) { received = n; };
   auto p = hubload::HubClient(Opts(*hub, cache.str())).Snapshot(req);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(done.load(), data.size());
   EXPECT_EQ(BytesFor(*hub, sha), data.size() - 100000);  // the server's own count
   EXPECT_EQ(received.load(), data.size() - 100000);
@@ -540,7 +525,7 @@ TEST(HubDownload, SingleFileDownloadReportsProgressThroughItsCallbacks) {
   };
   req.callbacks.on_file_done = [&](const std::string&, const std::string&) { ++file_done_calls; };
   auto p = hubload::HubClient(Opts(*hub, r.cache.str())).Download(req);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(ReadAll(*p), data);
   EXPECT_EQ(done.load(), data.size());
   EXPECT_EQ(total.load(), data.size());
@@ -554,7 +539,7 @@ TEST(HubDownload, ServerIgnoringRangeRestartsWithoutDuplicatingBytes) {
   // B08 / S9: Range ignored → the 200 body restarts the partial; exactly 1.00× bytes.
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(300000, 8);
+  std::string data = PatternBytes(300000, 8);
   std::string sha = Sha256(data);
   hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
   hub->faults().SetIgnoreRange(true);
@@ -562,7 +547,7 @@ TEST(HubDownload, ServerIgnoringRangeRestartsWithoutDuplicatingBytes) {
   fs::create_directories(cache.path() / "models--org--m/blobs");
   hubload::testing::WriteFileBytes(cache.path() / "models--org--m/blobs" / (sha + ".incomplete"), data.substr(0, 1000));
   auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(ReadAll(*p), data);
   EXPECT_EQ(BytesFor(*hub, sha), data.size());
 }
@@ -571,17 +556,17 @@ TEST(HubDownload, MissingContentLengthLearnsSizeFromBody) {
   // B08: no Content-Length / X-Linked-Size on the bytes; close-delimited body.
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(200000, 9);
+  std::string data = PatternBytes(200000, 9);
   std::string small = "plain text file";
   hub->AddRepo("org/m", {{"w.bin", data}, {"t.txt", small}}, SmallLfs());
   hub->faults().SetStripContentLength(true);
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
   auto p = client.Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha256(ReadAll(*p)), Sha256(data));
   auto t = client.Download(Req("org/m", "t.txt"));
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_OK(t);
   EXPECT_EQ(ReadAll(*t), small);
 }
 
@@ -592,7 +577,7 @@ TEST(HubDownload, TransientErrorsAreRetried) {
   hub->faults().SetStatusForNext("a.txt", 503, 2, 0);
   TempDir cache;
   auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "a.txt"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(ReadAll(*p), "retry me");
   hub->faults().SetStatusForNext("b.txt", 429, 100, 0);
   auto o = Opts(*hub, cache.str());
@@ -648,7 +633,7 @@ TEST(HubDownload, TokenNeverAppearsInErrorsOrCache) {
   // With the right token the private repo downloads.
   o.config.token = "hf_GOODTOKEN";
   auto ok = hubload::HubClient(o).Download(Req("org/private", "a.txt"));
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(ReadAll(*ok), "secret");
 }
 
@@ -671,12 +656,12 @@ TEST(HubDownload, StaleRevisionAnswerIsCorrectedByResolve) {
   o.transport = rec;
   hubload::HubClient client(o);
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"config.json"}, {});
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   EXPECT_EQ(ReadAll(cache.path() / "models--org--m/refs/main"), b);
   EXPECT_EQ(ReadAll(cache.path() / "models--org--m/snapshots" / b / "config.json"), "{\"v\":2}");
   o.config.offline = true;
   auto off = hubload::HubClient(o).Download(Req("org/m", "config.json"));
-  ASSERT_TRUE(off.ok());
+  ASSERT_OK(off);
   EXPECT_EQ(ReadAll(*off), "{\"v\":2}");
 }
 
@@ -684,7 +669,7 @@ TEST(HubDownloadFiles, CompletionCallbacksAndFirstErrorCancels) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
   std::map<std::string, std::string> files;
-  for (int i = 0; i < 12; ++i) files["s" + std::to_string(i) + ".bin"] = Pattern(10000 + i, i);
+  for (int i = 0; i < 12; ++i) files["s" + std::to_string(i) + ".bin"] = PatternBytes(10000 + i, i);
   std::string commit = hub->AddRepo("org/m", files, SmallLfs());
   TempDir cache;
   hubload::HubClient client(Opts(*hub, cache.str()));
@@ -700,7 +685,7 @@ TEST(HubDownloadFiles, CompletionCallbacksAndFirstErrorCancels) {
     threads.insert(std::this_thread::get_id());
     EXPECT_EQ(Sha256(ReadAll(local)), Sha256(files[p])) << p;  // verified before the callback
   };
-  ASSERT_TRUE(client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, paths, cb).ok());
+  ASSERT_OK(client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, paths, cb));
   EXPECT_EQ(order.size(), files.size());
   EXPECT_EQ(std::set<std::string>(order.begin(), order.end()).size(), files.size());
   // A missing path: typed error naming it; the call returns.
@@ -725,7 +710,7 @@ TEST(HubDownloadFiles, CompletionCallbacksAndFirstErrorCancels) {
 TEST(HubDownload, ConcurrentClientsFetchEachBlobOnce) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(3 << 20, 10);
+  std::string data = PatternBytes(3 << 20, 10);
   std::string sha = Sha256(data);
   hub->AddRepo("org/m", {{"w.safetensors", data}}, SmallLfs());
   hub->faults().SetBandwidthBytesPerSec(8 << 20);
@@ -745,7 +730,7 @@ TEST(HubDownload, ConcurrentClientsFetchEachBlobOnce) {
 TEST(HubLocalDir, PlainFilesWithHuggingfaceHubMetadata) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(4000, 11);
+  std::string data = PatternBytes(4000, 11);
   std::string commit = hub->AddRepo("org/m", {{"a/w.bin", data}, {"c.json", "{}"}}, SmallLfs());
   TempDir out, cache;
   hubload::SnapshotRequest req;
@@ -753,7 +738,7 @@ TEST(HubLocalDir, PlainFilesWithHuggingfaceHubMetadata) {
   req.local_dir = out.str();
   hubload::HubClient client(Opts(*hub, cache.str()));
   auto s = client.Snapshot(req);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(*s, out.str());
   EXPECT_FALSE(fs::is_symlink(out.path() / "a/w.bin"));
   EXPECT_EQ(ReadAll(out.path() / "a/w.bin"), data);
@@ -765,6 +750,6 @@ TEST(HubLocalDir, PlainFilesWithHuggingfaceHubMetadata) {
   hub->server->ResetStats();
   hubload::FileRequest fr = Req("org/m", "a/w.bin", commit);
   fr.local_dir = out.str();
-  ASSERT_TRUE(client.Download(fr).ok());
+  ASSERT_OK(client.Download(fr));
   EXPECT_EQ(Stats(*hub).requests, 0u);  // pinned commit + metadata: no request
 }

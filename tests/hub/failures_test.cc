@@ -26,6 +26,7 @@
 #include "hubload/hub.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -34,35 +35,15 @@ using hubload::testing::TempDir;
 using hubload::testing::TestHub;
 using json = nlohmann::json;
 
-using namespace hubload::testing::field;  // NOLINT(build/namespaces): Opts, Req, Pattern, AccessLog, ...
+using namespace hubload::testing::field;  // NOLINT(build/namespaces): Opts, Req, PatternBytes, AccessLog, ...
 
 namespace {
-
-void SetAge(const std::string& p, double age_s) {
-  double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - age_s;
-  timespec ts[2];
-  ts[0].tv_sec = ts[1].tv_sec = static_cast<time_t>(t);
-  ts[0].tv_nsec = ts[1].tv_nsec = 0;
-  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0) << p;
-}
 
 // Client options with lease locks (ClientOptions::lock; the CLI maps HUBLOAD_LOCK_MODE=lease).
 hubload::ClientOptions LeaseOpts(const TestHub& hub, const std::string& cache) {
   auto o = Opts(hub, cache);
   o.lock.mode = hubload::LockMode::kLease;
   return o;
-}
-
-bool HasSymlinkBelow(const fs::path& root, std::string* which) {
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (it->is_symlink()) {
-      *which = it->path().string();
-      return true;
-    }
-  }
-  return false;
 }
 
 // A tmpfs of `size` mounted on a fresh folder, unmounted on destruction.
@@ -103,7 +84,7 @@ TEST(HubFailures, B09_StaleLeaseFromACrashedRunDoesNotBlockTheDownload) {
   TempDir logs;
   auto hub = HubWithLog(logs);
   ASSERT_TRUE(hub);
-  std::string data = Pattern(2 * kMiB, 1), sha = Sha256(data);
+  std::string data = PatternBytes(2 * kMiB, 1), sha = Sha256(data);
   std::string commit = hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
   TempDir cache;
   // A killed run left its lock file and its lease, last touched 1 h ago.
@@ -111,12 +92,12 @@ TEST(HubFailures, B09_StaleLeaseFromACrashedRunDoesNotBlockTheDownload) {
   fs::create_directories(fs::path(lock).parent_path());
   hubload::testing::WriteFileBytes(lock, std::string());
   hubload::testing::WriteFileBytes(lock + ".lease", std::string("pid 999999 host crashed-node\n"));
-  SetAge(lock, 3600);
-  SetAge(lock + ".lease", 3600);
+  hubload::testing::SetFileAge(lock, 3600);
+  hubload::testing::SetFileAge(lock + ".lease", 3600);
   auto o = LeaseOpts(*hub, cache.str());
   o.lock_timeout_s = 10;  // far below the 10 min stale limit: succeeding means the lease was taken over
   auto p = hubload::HubClient(o).Download(Req("org/m", "w.bin"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(*p, cache.str() + "/models--org--m/snapshots/" + commit + "/w.bin");
   EXPECT_EQ(FileSha256(*p), sha);
   EXPECT_FALSE(fs::exists(lock + ".lease"));  // our own lease is gone after release
@@ -128,7 +109,7 @@ TEST(HubFailures, B09_ClientWaitsForALiveLeaseHolderAndUsesItsBlob) {
   TempDir logs;
   auto hub = HubWithLog(logs);
   ASSERT_TRUE(hub);
-  std::string data = Pattern(3 * kMiB, 2), sha = Sha256(data);
+  std::string data = PatternBytes(3 * kMiB, 2), sha = Sha256(data);
   std::string commit = hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
   TempDir cache;
   std::string lock = cache.str() + "/.locks/models--org--m/" + sha + ".lock";
@@ -178,7 +159,7 @@ TEST(HubFailures, B09_ClientWaitsForALiveLeaseHolderAndUsesItsBlob) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(*p, cache.str() + "/models--org--m/snapshots/" + commit + "/w.bin");
   EXPECT_EQ(FileSha256(*p), sha);
   EXPECT_FALSE(fs::exists(lease));
@@ -191,7 +172,7 @@ TEST(HubFailures, B09_ClientWaitsForALiveLeaseHolderAndUsesItsBlob) {
 TEST(HubFailures, B09_LiveLeaseTimeoutNamesTheLock) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(64 * 1024, 3), sha = Sha256(data);
+  std::string data = PatternBytes(64 * 1024, 3), sha = Sha256(data);
   hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
   TempDir cache;
   std::string lock = cache.str() + "/.locks/models--org--m/" + sha + ".lock";
@@ -214,7 +195,7 @@ TEST(HubFailures, B09_LiveLeaseTimeoutNamesTheLock) {
 TEST(HubFailures, B14_NoSymlinkModeCreatesNoSymlink) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string w = Pattern(300 * 1024, 4), cfg = "{\"a\": 1}";
+  std::string w = PatternBytes(300 * 1024, 4), cfg = "{\"a\": 1}";
   std::string commit = hub->AddRepo("org/m", {{"w.bin", w}, {"config.json", cfg}}, SmallLfs());
   TempDir cache;
   auto o = Opts(*hub, cache.str());
@@ -222,10 +203,10 @@ TEST(HubFailures, B14_NoSymlinkModeCreatesNoSymlink) {
   hubload::SnapshotRequest r;
   r.repo_id = "org/m";
   auto dir = hubload::HubClient(o).Snapshot(r);
-  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  ASSERT_OK(dir);
   EXPECT_EQ(*dir, cache.str() + "/models--org--m/snapshots/" + commit);
   std::string link;
-  EXPECT_FALSE(HasSymlinkBelow(cache.path(), &link)) << link;
+  EXPECT_FALSE(hubload::testing::HasSymlinkBelow(cache.path(), &link)) << link;
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(*dir + "/w.bin")));
   EXPECT_EQ(FileSha256(*dir + "/w.bin"), Sha256(w));
   EXPECT_EQ(FileSha256(*dir + "/config.json"), Sha256(cfg));
@@ -239,7 +220,7 @@ TEST(HubFailures, B19_StalledTransferIsAbortedAndResumedWithRange) {
   auto hub = HubWithLog(logs);
   ASSERT_TRUE(hub);
   const uint64_t size = 8 * kMiB, half = size / 2;
-  std::string data = Pattern(size, 5), sha = Sha256(data);
+  std::string data = PatternBytes(size, 5), sha = Sha256(data);
   std::string commit = hub->AddRepo("org/m", {{"model.safetensors", data}}, SmallLfs());
   hub->faults().SetStallAfterBytes(sha, half, 60000, 1);  // CDN path "/models--org--m/<sha>"
   TempDir cache;
@@ -249,7 +230,7 @@ TEST(HubFailures, B19_StalledTransferIsAbortedAndResumedWithRange) {
   auto t0 = std::chrono::steady_clock::now();
   auto p = hubload::HubClient(o).Download(Req("org/m", "model.safetensors"));
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(FileSha256(*p), sha);
   EXPECT_EQ(FileSha256(cache.str() + "/models--org--m/blobs/" + sha), sha);
   // Hang check, not a benchmark: the stall lasts 60 s, the idle timeout 2 s.
@@ -271,7 +252,7 @@ TEST(HubFailures, B19_StallEndsWhenTheServerStops) {
   TempDir logs;
   auto hub = HubWithLog(logs);
   ASSERT_TRUE(hub);
-  std::string data = Pattern(2 * kMiB, 6), sha = Sha256(data);
+  std::string data = PatternBytes(2 * kMiB, 6), sha = Sha256(data);
   hub->AddRepo("org/m", {{"w.bin", data}}, SmallLfs());
   hub->faults().SetStallAfterBytes(sha, kMiB, 600000, -1);  // 10 min, every response
   TempDir cache;
@@ -302,7 +283,7 @@ TEST(HubFailures, B37_PreflightRefusesAFileLargerThanTheFreeSpace) {
   ASSERT_TRUE(hub);
   std::string big(100 * kMiB, '\0');
   for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>(i / 4096);
-  std::string mid = Pattern(10 * kMiB, 7);
+  std::string mid = PatternBytes(10 * kMiB, 7);
   std::string big_sha = Sha256(big), mid_sha = Sha256(mid);
   std::string commit = hub->AddRepo("org/m", {{"big.bin", big}, {"mid.bin", mid}}, SmallLfs());
   big.clear();
@@ -320,7 +301,7 @@ TEST(HubFailures, B37_PreflightRefusesAFileLargerThanTheFreeSpace) {
   EXPECT_FALSE(fs::exists(blobs + "/" + big_sha));
   EXPECT_FALSE(fs::exists(mnt.str() + "/models--org--m/snapshots/" + commit + "/big.bin"));
   auto ok = client.Download(Req("org/m", "mid.bin"));
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(FileSha256(*ok), mid_sha);
   auto log = AccessLog(*hub, logs);
   EXPECT_EQ(Lines(log, "GET", big_sha).size(), 0u);  // failed before any transfer
@@ -332,7 +313,7 @@ TEST(HubFailures, B37_DiskFullMidDownloadNamesThePathAndLeavesNoBlob) {
   if (!mnt.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN): " << mnt.error();
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string mid = Pattern(10 * kMiB, 8), mid_sha = Sha256(mid);
+  std::string mid = PatternBytes(10 * kMiB, 8), mid_sha = Sha256(mid);
   std::string commit = hub->AddRepo("org/m", {{"mid.bin", mid}}, SmallLfs());
   // Fill the file system so that only 5 MiB remain.
   uint64_t avail = mnt.Available();
@@ -369,7 +350,7 @@ TEST(HubFailures, B37_DiskFullMidDownloadNamesThePathAndLeavesNoBlob) {
   EXPECT_FALSE(fs::exists(fs::symlink_status(repo + "/snapshots/" + commit + "/mid.bin")));
   // A partial that stays is resumable and reported by the cache scan.
   auto scan = hubload::ScanCache(mnt.str());
-  ASSERT_TRUE(scan.ok()) << scan.status().ToString();
+  ASSERT_OK(scan);
   std::vector<std::string> partials;
   for (auto& r : scan->repos)
     partials.insert(partials.end(), r.incomplete_files.begin(), r.incomplete_files.end());

@@ -1,5 +1,6 @@
 // Shared by the hub tests of the field failures (failures_test.cc,
-// field2_*_test.cc): client options for the in-process `hubload serve`, the
+// rate_limit, signed_url_expiry, readonly_cache, endpoint_prefix, proxy, auth_errors,
+// quant_select_test.cc): client options for the in-process `hubload serve`, the
 // test's own bytes and hashes, and the server's JSON-lines access log.
 #pragma once
 
@@ -22,17 +23,8 @@ namespace hubload::testing::field {
 
 inline constexpr uint64_t kMiB = 1024 * 1024;
 
-inline std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  uint32_t x = 2463534242u + static_cast<uint32_t>(seed);
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s[i] = static_cast<char>(x & 0xff);
-  }
-  return s;
-}
+using hubload::testing::PatternBytes;
+using hubload::testing::SmallLfs;
 
 inline std::string Sha256(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
 
@@ -62,12 +54,6 @@ inline hubload::FileRequest Req(const std::string& repo, const std::string& file
   r.repo_id = repo;
   r.filename = file;
   return r;
-}
-
-inline hubload::server::CreateRepoOptions SmallLfs() {
-  hubload::server::CreateRepoOptions o;
-  o.lfs_threshold_bytes = 1024;  // files >= 1 KiB are LFS (sha256 etag, CDN redirect)
-  return o;
 }
 
 inline std::unique_ptr<TestHub> HubWithLog(const TempDir& logs, hubload::server::Faults faults = {}) {

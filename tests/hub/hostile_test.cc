@@ -20,6 +20,7 @@
 #include "hubload/reasons.h"
 #include "hubload/upload.h"
 #include "tests/hub/raw_server.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::testing::RawServer;
@@ -265,7 +266,7 @@ TEST(HostileServer, HeaderValuesWithCrLfNulAreRefusedUnsent) {
   ok.url = Endpoint(srv) + "/x";
   ok.headers.emplace_back("X-Custom", "plain value");
   auto r2 = t->Send(ok, nullptr);
-  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  ASSERT_OK(r2);
   EXPECT_EQ(r2->body, "ok");
 }
 

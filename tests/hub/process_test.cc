@@ -14,17 +14,12 @@
 #include "testing/util.h"
 
 namespace fs = std::filesystem;
+using hubload::testing::SmallLfs;
+using hubload::testing::PatternBytes;
 using hubload::testing::StartTestHub;
 using hubload::testing::TempDir;
 
 namespace {
-
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  std::mt19937 g(seed);
-  for (auto& c : s) c = static_cast<char>(g() & 0xff);
-  return s;
-}
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& err_file) {
   pid_t pid = fork();
@@ -75,18 +70,12 @@ uint64_t BytesFor(const hubload::testing::TestHub& hub, const std::string& needl
   return n;
 }
 
-hubload::server::CreateRepoOptions SmallLfs() {
-  hubload::server::CreateRepoOptions o;
-  o.lfs_threshold_bytes = 1024;
-  return o;
-}
-
 }  // namespace
 
 TEST(HubProcesses, SeveralProcessesShareOneCacheAndFetchEachBlobOnce) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(4 << 20, 1);
+  std::string data = PatternBytes(4 << 20, 1);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   std::string commit = hub->AddRepo("org/m", {{"model.safetensors", data}}, SmallLfs());
   hub->faults().SetBandwidthBytesPerSec(8 << 20);
@@ -105,7 +94,7 @@ TEST(HubProcesses, SeveralProcessesShareOneCacheAndFetchEachBlobOnce) {
 TEST(HubProcesses, SigkillAtRandomPointsThenRerunVerifies) {
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(6 << 20, 2);
+  std::string data = PatternBytes(6 << 20, 2);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   hub->AddRepo("org/m", {{"model.safetensors", data}}, SmallLfs());
   hub->faults().SetBandwidthBytesPerSec(4 << 20);
@@ -154,7 +143,7 @@ TEST(HubProcesses, SigkillDuringParallelRangesThenRerunFetchesOnlyWhatIsMissing)
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
   const uint64_t chunk = 1 << 20;
-  std::string data = Pattern(12 << 20, 4);
+  std::string data = PatternBytes(12 << 20, 4);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   hub->AddRepo("org/m", {{"model.safetensors", data}}, SmallLfs());
   hub->faults().SetBandwidthBytesPerSec(1 << 20);  // per connection: 4 MiB/s for the 4 ranges
@@ -187,7 +176,7 @@ TEST(HubProcesses, DiskFullGivesClearErrorAndNoBlob) {
   // B37 via RLIMIT_FSIZE: the child may write at most 1 MiB per file.
   auto hub = StartTestHub();
   ASSERT_TRUE(hub);
-  std::string data = Pattern(3 << 20, 3);
+  std::string data = PatternBytes(3 << 20, 3);
   std::string sha = hubload::testing::Sha256Hex(data.data(), data.size());
   std::string commit = hub->AddRepo("org/m", {{"model.safetensors", data}}, SmallLfs());
   TempDir cache, logs;

@@ -16,12 +16,13 @@
 #include "hubload/hub.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
 using hubload::testing::TempDir;
 using hubload::testing::TestHub;
-using hubload::testing::Bytes;
+using hubload::testing::PatternBytes;
 using hubload::testing::Gets;
 using hubload::testing::ParseRange;
 using hubload::testing::SumBytes;
@@ -48,7 +49,7 @@ struct Fixture {
     so.access_log = log;
     so.threads = 4;
     hub = hubload::testing::StartTestHub(so);
-    data = Bytes(size, seed);
+    data = PatternBytes(size, seed);
     etag = Sha(data);
     hubload::server::CreateRepoOptions ro;
     ro.lfs_threshold_bytes = 1024;  // LFS: sha256 etag, bytes from the CDN listener
@@ -88,7 +89,7 @@ TEST(Ranges, LargeFileComesInParallelRangesThatTileItExactly) {
   TempDir cache;
   hubload::HubClient client(Ranged(*f.hub, cache.str()));
   auto p = client.Download(Req("model.safetensors"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
   EXPECT_TRUE(fs::is_symlink(*p));
   auto gets = Gets(f.log, f.etag);
@@ -116,7 +117,7 @@ TEST(Ranges, ServerIgnoringRangeCostsExactlyTheFileOnOneConnection) {
   TempDir cache;
   hubload::HubClient client(Ranged(*f.hub, cache.str(), 8));
   auto p = client.Download(Req("model.safetensors"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
   auto gets = Gets(f.log, f.etag);
   ASSERT_EQ(gets.size(), 1u);
@@ -132,7 +133,7 @@ TEST(Ranges, DroppedRangeIsResumedWithinItsChunk) {
   TempDir cache;
   hubload::HubClient client(Ranged(*f.hub, cache.str()));
   auto p = client.Download(Req("model.safetensors"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
   auto gets = Gets(f.log, f.etag);
   ASSERT_EQ(gets.size(), 5u);  // 4 chunks + 1 continuation
@@ -169,7 +170,7 @@ TEST(Ranges, CancelledDownloadResumesFromTheJournalOnTheNextRun) {
   uint64_t first_run = SumBytes(Gets(f.log, f.etag));
   f.hub->faults().SetBandwidthBytesPerSec(0);
   auto p = client.Download(Req("model.safetensors"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
   uint64_t second_run = SumBytes(Gets(f.log, f.etag)) - first_run;
   // At least half was kept (minus the 1 MiB write buffers of the 2 ranges in flight).
@@ -187,7 +188,7 @@ TEST(Ranges, ASingleStreamPartialIsResumedAsItIs) {
   std::ofstream(blobs + "/" + f.etag + ".incomplete", std::ios::binary) << f.data.substr(0, 5 * kMiB);
   hubload::HubClient client(Ranged(*f.hub, cache.str()));
   auto p = client.Download(Req("model.safetensors"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
   auto gets = Gets(f.log, f.etag);
   ASSERT_EQ(gets.size(), 1u);
@@ -203,7 +204,7 @@ TEST(Ranges, SmallFilesAndDisabledRangesUseOneStream) {
   o.range_threshold_bytes = 0;  // disabled
   hubload::HubClient client(o);
   auto p = client.Download(Req("model.safetensors"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   auto gets = Gets(f.log, f.etag);
   ASSERT_EQ(gets.size(), 1u);
   EXPECT_EQ(gets[0].range, "");
@@ -215,13 +216,13 @@ TEST(ReadRange, ReadsTheWantedBytesWithoutCachingTheFile) {
   TempDir cache;
   hubload::HubClient client(Ranged(*f.hub, cache.str()));
   auto head = client.ReadRange(Req("model.safetensors"), 0, 8);
-  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  ASSERT_OK(head);
   EXPECT_EQ(*head, f.data.substr(0, 8));
   auto mid = client.ReadRange(Req("model.safetensors"), 3 * kMiB + 1, 1000);
-  ASSERT_TRUE(mid.ok()) << mid.status().ToString();
+  ASSERT_OK(mid);
   EXPECT_EQ(*mid, f.data.substr(3 * kMiB + 1, 1000));
   auto tail = client.ReadRange(Req("model.safetensors"), f.data.size() - 10, 100);  // past the end
-  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  ASSERT_OK(tail);
   EXPECT_EQ(*tail, f.data.substr(f.data.size() - 10));
   EXPECT_FALSE(fs::exists(cache.str() + "/models--org--big/blobs/" + f.etag));
   auto gets = Gets(f.log, f.etag);
@@ -239,14 +240,14 @@ TEST(ReadRange, RangeIgnoredIsCutAndCachedCommitCostsNoRequest) {
   TempDir cache;
   hubload::HubClient client(Ranged(*f.hub, cache.str()));
   auto mid = client.ReadRange(Req("model.safetensors"), kMiB, 4096);
-  ASSERT_TRUE(mid.ok()) << mid.status().ToString();
+  ASSERT_OK(mid);
   EXPECT_EQ(*mid, f.data.substr(kMiB, 4096));
   f.hub->faults().SetIgnoreRange(false);
-  ASSERT_TRUE(client.Download(Req("model.safetensors", f.commit)).ok());
+  ASSERT_OK(client.Download(Req("model.safetensors", f.commit)));
   Gets(f.log, "");  // let the server finish logging
   uint64_t before = f.hub->server->stats().requests;
   auto cached = client.ReadRange(Req("model.safetensors", f.commit), 100, 50);
-  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  ASSERT_OK(cached);
   EXPECT_EQ(*cached, f.data.substr(100, 50));
   Gets(f.log, "");
   EXPECT_EQ(f.hub->server->stats().requests, before);
@@ -263,10 +264,10 @@ TEST(ReadRange, ServerSurvivesClientsHangingUpMidBody) {
   hubload::HubClient client(Ranged(*f.hub, cache.str()));
   for (int i = 0; i < 8; ++i) {
     auto r = client.ReadRange(Req("model.safetensors"), 1000 * static_cast<uint64_t>(i), 16);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     EXPECT_EQ(*r, f.data.substr(1000 * static_cast<size_t>(i), 16));
   }
   auto p = client.Download(Req("model.safetensors"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
 }

@@ -12,6 +12,7 @@
 #include "hub/http_parse.h"
 #include "hub/rate_gate.h"
 #include "hubload/hub.h"
+#include "testing/status_matchers.h"
 
 using hubload::HttpHeaders;
 using hubload::HttpResponse;
@@ -117,7 +118,7 @@ TEST(RateLimitGate, SleepsTheAnnouncedResetOnce) {
   hubload::HttpRequest req;
   req.url = "http://h:1/org/m/resolve/main/a";
   auto r = t->Send(req, nullptr);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(sleeps, (std::vector<double>{5}));  // not 5 at the gate again
   EXPECT_EQ(fake->sent.size(), 2u);
@@ -131,21 +132,21 @@ TEST(RateLimitGate, AWaitLongerThanTheLimitFailsFastForTheWholeGroupOnly) {
   hubload::HttpRequest a;
   a.url = "http://h:1/org/m/resolve/main/a";
   auto r = t->Send(a, nullptr);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 429);
   EXPECT_TRUE(sleeps.empty());  // no 900 s sleep
   // Another file of the same group: answered from the gate, nothing sent.
   hubload::HttpRequest b;
   b.url = "http://h:1/org/m/resolve/main/b";
   auto rb = t->Send(b, nullptr);
-  ASSERT_TRUE(rb.ok());
+  ASSERT_OK(rb);
   EXPECT_EQ(rb->status, 429);
   EXPECT_EQ(fake->sent.size(), 1u);
   // The api group is not closed.
   hubload::HttpRequest c;
   c.url = "http://h:1/api/models/org/m/revision/main";
   auto rc = t->Send(c, nullptr);
-  ASSERT_TRUE(rc.ok());
+  ASSERT_OK(rc);
   EXPECT_EQ(rc->status, 200);
   EXPECT_EQ(fake->sent.size(), 2u);
   EXPECT_TRUE(sleeps.empty());

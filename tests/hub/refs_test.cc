@@ -124,9 +124,9 @@ TEST_F(ClientRefsTest, CreateAndDeleteTag) {
 }
 
 TEST_F(ClientRefsTest, ListRepoRefsMatchesTheStore) {
-  ASSERT_TRUE(server::CreateBranch(hub_->root.str(), "org/model", "dev", first_).ok());
-  ASSERT_TRUE(server::CreateTag(hub_->root.str(), "org/model", "v1", second_).ok());
-  ASSERT_TRUE(server::SetRef(hub_->root.str(), "org/model", "refs/pr/1", first_).ok());
+  ASSERT_OK(server::CreateBranch(hub_->root.str(), "org/model", "dev", first_));
+  ASSERT_OK(server::CreateTag(hub_->root.str(), "org/model", "v1", second_));
+  ASSERT_OK(server::SetRef(hub_->root.str(), "org/model", "refs/pr/1", first_));
   auto store = server::ListRefs(hub_->root.str(), "org/model");
   ASSERT_OK(store);
   auto same = [](const std::vector<GitRefInfo>& got, const std::vector<server::RefInfo>& want) {
@@ -175,7 +175,7 @@ TEST_F(ClientRefsTest, ListRepoCommitsFollowsPagesNewestFirst) {
   EXPECT_EQ((*commits)[0].title, "commit 57");
   ASSERT_FALSE((*commits)[0].authors.empty());
   // Another branch: its own history.
-  ASSERT_TRUE(server::CreateBranch(hub_->root.str(), "org/model", "feature/old", first_).ok());
+  ASSERT_OK(server::CreateBranch(hub_->root.str(), "org/model", "feature/old", first_));
   auto old = client_->ListRepoCommits("org/model", "feature/old");
   ASSERT_OK(old);
   ASSERT_EQ(old->size(), 1u);

@@ -7,6 +7,7 @@
 
 #include "hub/errors.h"
 #include "hubload/hub.h"
+#include "testing/status_matchers.h"
 
 namespace {
 
@@ -72,7 +73,7 @@ TEST(RetryPolicy, RetriesTransientStatusesWithExponentialBackoff) {
   std::vector<double> sleeps;
   auto t = hubload::MakeRetryingTransport(fake, Policy(&sleeps));
   auto r = t->Send({}, nullptr);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, "ok");
   EXPECT_EQ(fake->calls, 5);
@@ -83,7 +84,7 @@ TEST(RetryPolicy, HonoursRetryAfterOn429) {
   auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>{{429, "7"}, {200}});
   std::vector<double> sleeps;
   auto r = hubload::MakeRetryingTransport(fake, Policy(&sleeps))->Send({}, nullptr);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(sleeps, (std::vector<double>{7}));
 }
 
@@ -91,7 +92,7 @@ TEST(RetryPolicy, RetriesNetworkErrorsAnd408) {
   auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>{{0}, {408}, {200}});
   std::vector<double> sleeps;
   auto r = hubload::MakeRetryingTransport(fake, Policy(&sleeps))->Send({}, nullptr);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(fake->calls, 3);
 }
 
@@ -100,7 +101,7 @@ TEST(RetryPolicy, DoesNotRetryClientErrors) {
     auto fake = std::make_shared<FakeTransport>(std::deque<Scripted>{{code}, {200}});
     std::vector<double> sleeps;
     auto r = hubload::MakeRetryingTransport(fake, Policy(&sleeps))->Send({}, nullptr);
-    ASSERT_TRUE(r.ok());
+    ASSERT_OK(r);
     EXPECT_EQ(r->status, code);
     EXPECT_EQ(fake->calls, 1) << code;
   }
@@ -112,7 +113,7 @@ TEST(RetryPolicy, GivesUpAfterMaxRetriesWithLastAnswer) {
   auto p = Policy(&sleeps);
   p.max_retries = 3;
   auto r = hubload::MakeRetryingTransport(fake, p)->Send({}, nullptr);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(fake->calls, 4);
 }
@@ -156,7 +157,7 @@ TEST(RetryPolicy, PerRequestLimitAndRetryObserver) {
   hubload::HttpRequest req;
   req.on_retry = [&](int status) { seen.push_back(status); };
   auto r2 = hubload::MakeRetryingTransport(fake2, Policy(&sleeps))->Send(req, nullptr);
-  ASSERT_TRUE(r2.ok());
+  ASSERT_OK(r2);
   EXPECT_EQ(r2->status, 200);
   EXPECT_EQ(seen, (std::vector<int>{429, 0, 503}));
   // A per-request limit above the policy's is capped by the policy.
@@ -166,7 +167,7 @@ TEST(RetryPolicy, PerRequestLimitAndRetryObserver) {
   hubload::HttpRequest many;
   many.max_retries = 9;
   auto r3 = hubload::MakeRetryingTransport(fake3, p)->Send(many, nullptr);
-  ASSERT_TRUE(r3.ok());
+  ASSERT_OK(r3);
   EXPECT_EQ(fake3->calls, 3);
 }
 
@@ -175,7 +176,7 @@ TEST(RetryPolicy, JitterStaysWithinFraction) {
   std::vector<double> sleeps;
   auto p = Policy(&sleeps);
   p.jitter_fraction = 0.5;
-  ASSERT_TRUE(hubload::MakeRetryingTransport(fake, p)->Send({}, nullptr).ok());
+  ASSERT_OK(hubload::MakeRetryingTransport(fake, p)->Send({}, nullptr));
   ASSERT_EQ(sleeps.size(), 2u);
   EXPECT_GE(sleeps[0], 1.0);
   EXPECT_LE(sleeps[0], 1.5);
@@ -212,7 +213,7 @@ TEST(HttpErrors, ClassifiedByErrorCodeThenStatus) {
   EXPECT_EQ(s.context().error_code, "EntryNotFound");
   EXPECT_EQ(s.context().repo_id, "org/m");
   EXPECT_NE(s.message().find("f.bin"), std::string::npos);
-  EXPECT_TRUE(hubload::StatusFromHttp(302, with(""), "", ctx).ok());
+  EXPECT_OK(hubload::StatusFromHttp(302, with(""), "", ctx));
 }
 
 TEST(RetryPolicy, RefusedConnectionIsRetriedOnlyAFewTimesQuickly) {

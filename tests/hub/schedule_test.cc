@@ -20,10 +20,11 @@
 #include "hubload/reasons.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
-using hubload::testing::Bytes;
+using hubload::testing::PatternBytes;
 using hubload::testing::Gets;
 using hubload::testing::ParseRange;
 using hubload::testing::SumBytes;
@@ -142,7 +143,7 @@ TEST(Schedule, FilesCompleteInLoadOrderOnALinkSharedByAllConnections) {
   // (one uplink): given in an order that is neither sorted nor the tree's.
   std::map<std::string, std::string> files;
   const std::vector<std::string> order = {"c.safetensors", "a.safetensors", "d.safetensors", "b.safetensors"};
-  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = Bytes(8 * kMiB, 10 + static_cast<uint32_t>(i));
+  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = PatternBytes(8 * kMiB, 10 + static_cast<uint32_t>(i));
   Repo r(files);
   ASSERT_TRUE(r.hub);
   r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
@@ -156,7 +157,7 @@ TEST(Schedule, FilesCompleteInLoadOrderOnALinkSharedByAllConnections) {
     done.push_back(p);
   };
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, order, cb);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   EXPECT_EQ(done, order) << "file k completes before file k+1";
   for (auto& [p, data] : files) {
     std::string blob = (cache.path() / "models--org--m/blobs" / Sha(data)).string();
@@ -174,7 +175,7 @@ TEST(Schedule, FilesCompleteInLoadOrderOnALinkSharedByAllConnections) {
 TEST(Schedule, NoLaterFileSharesTheLinkBeforeTheEarliestIsIn) {
   std::map<std::string, std::string> files;
   const std::vector<std::string> order = {"d.safetensors", "b.safetensors", "c.safetensors", "a.safetensors"};
-  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = Bytes(8 * kMiB, 40 + static_cast<uint32_t>(i));
+  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = PatternBytes(8 * kMiB, 40 + static_cast<uint32_t>(i));
   Repo r(files);
   ASSERT_TRUE(r.hub);
   r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
@@ -196,16 +197,16 @@ TEST(Schedule, NoLaterFileSharesTheLinkBeforeTheEarliestIsIn) {
     later_bytes[fb.path_in_repo] = n;
   };
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, order, cb);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   ASSERT_EQ(later_bytes.size(), order.size());
   for (const auto& p : order) EXPECT_LE(later_bytes[p], kMiB) << "bytes of files after " << p;
   for (auto& [p, data] : files) ExpectTiled(Gets(r.log, Sha(data)), data.size(), p);
 }
 
 TEST(Schedule, ServerIgnoringRangeMovesExactlyEachFilesBytes) {
-  std::map<std::string, std::string> files = {{"x.safetensors", Bytes(5 * kMiB + 7, 1)},
-                                              {"y.safetensors", Bytes(3 * kMiB, 2)},
-                                              {"z.bin", Bytes(300000, 3)}};
+  std::map<std::string, std::string> files = {{"x.safetensors", PatternBytes(5 * kMiB + 7, 1)},
+                                              {"y.safetensors", PatternBytes(3 * kMiB, 2)},
+                                              {"z.bin", PatternBytes(300000, 3)}};
   Repo r(files);
   ASSERT_TRUE(r.hub);
   r.hub->faults().SetIgnoreRange(true);
@@ -213,7 +214,7 @@ TEST(Schedule, ServerIgnoringRangeMovesExactlyEachFilesBytes) {
   hubload::HubClient client(Opts(*r.hub, cache.str()));
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel,
                                  {"y.safetensors", "x.safetensors", "z.bin"}, {});
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   for (auto& [p, data] : files) {
     auto gets = Gets(r.log, Sha(data));
     ASSERT_EQ(gets.size(), 1u) << p;
@@ -225,8 +226,8 @@ TEST(Schedule, ServerIgnoringRangeMovesExactlyEachFilesBytes) {
 }
 
 TEST(Schedule, DroppedRangeOfALaterFileIsResumedInsideItsChunk) {
-  std::map<std::string, std::string> files = {{"a.safetensors", Bytes(4 * kMiB, 4)},
-                                              {"b.safetensors", Bytes(6 * kMiB, 5)}};
+  std::map<std::string, std::string> files = {{"a.safetensors", PatternBytes(4 * kMiB, 4)},
+                                              {"b.safetensors", PatternBytes(6 * kMiB, 5)}};
   Repo r(files);
   ASSERT_TRUE(r.hub);
   const std::string sha_b = Sha(files["b.safetensors"]);
@@ -234,7 +235,7 @@ TEST(Schedule, DroppedRangeOfALaterFileIsResumedInsideItsChunk) {
   TempDir cache;
   hubload::HubClient client(Opts(*r.hub, cache.str()));
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"a.safetensors", "b.safetensors"}, {});
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   auto gets = Gets(r.log, sha_b);
   ASSERT_EQ(gets.size(), 7u);  // 6 chunks + 1 continuation
   int inside = 0;
@@ -252,7 +253,7 @@ TEST(Schedule, ThrottlingServerStillDeliversEveryFile) {
   std::vector<std::string> order;
   for (int i = 0; i < 6; ++i) {
     std::string p = "s" + std::to_string(i) + ".safetensors";
-    files[p] = Bytes(3 * kMiB, 20 + static_cast<uint32_t>(i));
+    files[p] = PatternBytes(3 * kMiB, 20 + static_cast<uint32_t>(i));
     order.push_back(p);
   }
   Repo r(files);
@@ -263,7 +264,7 @@ TEST(Schedule, ThrottlingServerStillDeliversEveryFile) {
   o.retry.max_retries = 10;
   hubload::HubClient client(o);
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, order, {});
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   for (auto& [p, data] : files) {
     auto b = hubload::testing::ReadFileBytes(cache.path() / "models--org--m/blobs" / Sha(data));
     EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data)) << p;
@@ -272,8 +273,8 @@ TEST(Schedule, ThrottlingServerStillDeliversEveryFile) {
 
 TEST(FileBytes, PrefixGrowsAndEndsWithTheSizeBeforeTheRenameIntoTheSameInode) {
   // One ranged file (5 chunks) and one single-stream file (below a chunk).
-  std::map<std::string, std::string> files = {{"big.safetensors", Bytes(5 * kMiB - 3, 6)},
-                                              {"small.bin", Bytes(700000, 7)}};
+  std::map<std::string, std::string> files = {{"big.safetensors", PatternBytes(5 * kMiB - 3, 6)},
+                                              {"small.bin", PatternBytes(700000, 7)}};
   Repo r(files);
   ASSERT_TRUE(r.hub);
   TempDir cache;
@@ -286,7 +287,7 @@ TEST(FileBytes, PrefixGrowsAndEndsWithTheSizeBeforeTheRenameIntoTheSameInode) {
   o.connections = 1;  // chunks land in order: the prefix grows chunk by chunk (several calls)
   hubload::HubClient client(o);
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"big.safetensors", "small.bin"}, cb);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   for (auto& [p, data] : files) {
     auto& calls = rec.calls[p];
     ASSERT_FALSE(calls.empty()) << p;
@@ -317,8 +318,8 @@ TEST(FileBytes, PrefixGrowsAndEndsWithTheSizeBeforeTheRenameIntoTheSameInode) {
   again.Install(&cb2);
   int done = 0;
   cb2.on_file_done = [&](const std::string&, const std::string&) { ++done; };
-  ASSERT_TRUE(client.DownloadFiles("org/m", r.commit, hubload::RepoType::kModel, {"big.safetensors", "small.bin"}, cb2)
-                  .ok());
+  ASSERT_OK(client.DownloadFiles("org/m", r.commit, hubload::RepoType::kModel, {"big.safetensors", "small.bin"}, cb2)
+                  );
   EXPECT_EQ(done, 2);
   EXPECT_TRUE(again.calls.empty());
 }
@@ -327,7 +328,7 @@ TEST(FileBytes, RestartAfterAHashMismatchUsesANewInodeAndNeverRewritesTheOldOne)
   // A partial of unknown provenance (B02) holds 1 MiB of wrong bytes: the
   // stream resumes after it, the hash check fails, and the download starts
   // over in a new partial. What a reader saw of the first one never changes.
-  const std::string data = Bytes(3 * kMiB, 8);
+  const std::string data = PatternBytes(3 * kMiB, 8);
   Repo r({{"w.bin", data}});
   ASSERT_TRUE(r.hub);
   TempDir cache;
@@ -342,7 +343,7 @@ TEST(FileBytes, RestartAfterAHashMismatchUsesANewInodeAndNeverRewritesTheOldOne)
   rec.Install(&cb);
   hubload::HubClient client(Opts(*r.hub, cache.str()));
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"w.bin"}, cb);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   auto& calls = rec.calls["w.bin"];
   ASSERT_GE(calls.size(), 2u);
   EXPECT_EQ(calls.front().generation, 1u);
@@ -376,7 +377,7 @@ TEST(FileBytes, RangedRestartAfterAHashMismatchUsesANewInode) {
   // A ranged partial from an earlier run whose journal says chunk 0 is
   // complete, with wrong bytes in it: the other chunks are fetched, the hash
   // check fails, and the file is fetched again as one stream in a new file.
-  const std::string data = Bytes(4 * kMiB, 9);
+  const std::string data = PatternBytes(4 * kMiB, 9);
   Repo r({{"w.safetensors", data}});
   ASSERT_TRUE(r.hub);
   TempDir cache;
@@ -387,10 +388,10 @@ TEST(FileBytes, RangedRestartAfterAHashMismatchUsesANewInode) {
     wo.size = data.size();
     wo.chunk_bytes = kMiB;
     auto w = hubload::RangedBlobWriter::Open(rc, Sha(data), wo);
-    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_OK(w);
     std::string wrong(kMiB, '\x55');
-    ASSERT_TRUE((*w)->Append(0, wrong.data(), wrong.size()).ok());
-    ASSERT_TRUE((*w)->FlushChunk(0).ok());
+    ASSERT_OK((*w)->Append(0, wrong.data(), wrong.size()));
+    ASSERT_OK((*w)->FlushChunk(0));
   }  // destroyed: partial + journal stay
   Recorder rec;
   rec.blob_dir = blobs;
@@ -399,7 +400,7 @@ TEST(FileBytes, RangedRestartAfterAHashMismatchUsesANewInode) {
   rec.Install(&cb);
   hubload::HubClient client(Opts(*r.hub, cache.str()));
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"w.safetensors"}, cb);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   auto& calls = rec.calls["w.safetensors"];
   ASSERT_GE(calls.size(), 2u);
   EXPECT_EQ(calls.front().generation, 1u);
@@ -471,7 +472,7 @@ TEST(Verify, RegularFileWithWrongBytesIsRefusedByItsGitBlobSha1) {
     for (auto& e : fs::directory_iterator(repo / "blobs")) ADD_FAILURE() << "left in blobs/: " << e.path();
   // The same file through an honest transport lands, under its git blob id.
   auto good = hubload::HubClient(Opts(*r.hub, cache.str())).Download(fr);
-  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_OK(good);
   auto b = hubload::testing::ReadFileBytes(*good);
   EXPECT_EQ(std::string(b.begin(), b.end()), config);
 }

@@ -16,6 +16,7 @@
 #include "testing/hub_server.h"
 #include "testing/util.h"
 #include "util/log_capture.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -44,7 +45,7 @@ struct CachedRepo {
     hubload::SnapshotRequest req;
     req.repo_id = "org/m";
     auto s = hubload::HubClient(o).Snapshot(req);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_OK(s);
   }  // the server stops here
 };
 
@@ -72,13 +73,13 @@ void ExpectServedFromCache(const std::string& endpoint) {
   const std::string snap = r.cache.str() + "/models--org--m/snapshots/" + r.commit;
 
   auto c = client.ResolveCommit("org/m", "main");
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   EXPECT_EQ(*c, r.commit);
   EXPECT_EQ(log.Count(r.commit), 1) << "ResolveCommit warns once, naming the commit";
 
   log.Clear();
   auto l = client.ListFiles("org/m", "main");
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_OK(l);
   EXPECT_EQ(l->commit, r.commit);
   ASSERT_EQ(l->files.size(), 2u);
   EXPECT_EQ(l->files[0].path, "config.json");
@@ -92,7 +93,7 @@ void ExpectServedFromCache(const std::string& endpoint) {
   fr.repo_id = "org/m";
   fr.filename = "config.json";
   auto p = client.Download(fr);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(*p, snap + "/config.json");
   EXPECT_EQ(log.Count(r.commit), 1);
 
@@ -101,7 +102,7 @@ void ExpectServedFromCache(const std::string& endpoint) {
   hubload::DownloadCallbacks cb;
   cb.on_file_done = [&](const std::string& path, const std::string&) { done.push_back(path); };
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"model.safetensors", "config.json"}, cb);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
   EXPECT_EQ(done, (std::vector<std::string>{"model.safetensors", "config.json"}));
   EXPECT_EQ(log.Count(r.commit), 1);
 
@@ -109,14 +110,14 @@ void ExpectServedFromCache(const std::string& endpoint) {
   hubload::SnapshotRequest sr;
   sr.repo_id = "org/m";
   auto s = client.Snapshot(sr);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(*s, snap);
   EXPECT_EQ(log.Count(r.commit), 1);
 
   // A pinned commit lists from trees/<commit>.json the same way.
   log.Clear();
   auto pinned = client.ListFiles("org/m", r.commit);
-  ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
+  ASSERT_OK(pinned);
   EXPECT_EQ(pinned->files.size(), 2u);
   EXPECT_EQ(pinned->warnings.size(), 1u);
 
@@ -179,7 +180,7 @@ TEST(Unreachable, OfflineCorruptRefOrTreeFileIsAClearErrorNeverAnAbort) {
     hubload::testing::WriteFileBytes(repo / "trees" / (r.commit + ".json"), std::string(bad));
     hubload::util::WarningCapture log;
     auto l = client.ListFiles("org/m", "main");
-    ASSERT_TRUE(l.ok()) << bad << ": " << l.status().ToString();
+    ASSERT_OK(l) << bad << ": " << l.status().ToString();
     EXPECT_EQ(l->files.size(), 2u) << bad;
     EXPECT_EQ(log.Count((repo / "trees").string()), 1) << bad;
   }
@@ -202,7 +203,7 @@ class CorruptCache : public ::testing::Test {
     commit = hub->AddRepo("org/m", kFiles);
     client = std::make_unique<hubload::HubClient>(Opts(hub->url(), cache.str(), &sleeps));
     req.repo_id = "org/m";
-    ASSERT_TRUE(client->Snapshot(req).ok());
+    ASSERT_OK(client->Snapshot(req));
   }
   std::unique_ptr<hubload::testing::TestHub> hub;
   std::string commit;
@@ -230,7 +231,7 @@ TEST_F(CorruptCache, OnlineCorruptRefIsWarnedOnceAndRewritten) {
       f.repo_id = "org/m";
       f.filename = "config.json";
       auto p = client->Download(f);
-      ASSERT_TRUE(p.ok()) << bad << ": " << p.status().ToString();
+      ASSERT_OK(p) << bad << ": " << p.status().ToString();
       EXPECT_EQ(log.Count(ref.string()), 1) << "Download, ref '" << bad << "'";
       EXPECT_EQ(ref_bytes(), commit) << bad;
     }
@@ -238,14 +239,14 @@ TEST_F(CorruptCache, OnlineCorruptRefIsWarnedOnceAndRewritten) {
     {
       Scope log;
       auto s = client->Snapshot(req);
-      ASSERT_TRUE(s.ok()) << bad << ": " << s.status().ToString();
+      ASSERT_OK(s) << bad << ": " << s.status().ToString();
       EXPECT_EQ(log.Count(ref.string()), 1) << "Snapshot, ref '" << bad << "'";
       EXPECT_EQ(ref_bytes(), commit) << bad;
     }
   }
   // A good ref: no warning.
   Scope log;
-  ASSERT_TRUE(client->Snapshot(req).ok());
+  ASSERT_OK(client->Snapshot(req));
   EXPECT_EQ(log.Count("refs"), 0);
 }
 
@@ -258,7 +259,7 @@ TEST_F(CorruptCache, OnlineCorruptTreeFileIsWarnedOnceAndRewritten) {
     hubload::testing::WriteFileBytes(tree, bad);
     Scope log;
     auto s = client->Snapshot(req);
-    ASSERT_TRUE(s.ok()) << bad << ": " << s.status().ToString();
+    ASSERT_OK(s) << bad << ": " << s.status().ToString();
     EXPECT_EQ(log.Count(tree.string()), 1) << bad;
     auto b = hubload::testing::ReadFileBytes(tree);
     auto j = nlohmann::json::parse(std::string(b.begin(), b.end()), nullptr, /*allow_exceptions=*/false);

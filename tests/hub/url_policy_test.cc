@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "hubload/reasons.h"
+#include "testing/status_matchers.h"
 
 namespace hi = hubload::hub_internal;
 
@@ -20,8 +21,8 @@ TEST(UrlPolicy, SchemeOfUrl) {
 }
 
 TEST(UrlPolicy, OnlyHttpAndHttpsEndpoints) {
-  EXPECT_TRUE(hi::CheckHttpUrl("https://huggingface.co", "endpoint").ok());
-  EXPECT_TRUE(hi::CheckHttpUrl("http://127.0.0.1:8080", "endpoint").ok());
+  EXPECT_OK(hi::CheckHttpUrl("https://huggingface.co", "endpoint"));
+  EXPECT_OK(hi::CheckHttpUrl("http://127.0.0.1:8080", "endpoint"));
   for (const char* bad : {"ftp://x", "file:///tmp", "gopher://h", "dict://h", "ldap://h", "127.0.0.1:80", ""}) {
     auto st = hi::CheckHttpUrl(bad, "endpoint");
     EXPECT_EQ(st.code(), hubload::Code::kInvalidArgument) << bad;
@@ -36,15 +37,15 @@ TEST(UrlPolicy, OnlyHttpAndHttpsEndpoints) {
 
 TEST(UrlPolicy, RedirectDecisions) {
   // Followed: same scheme, and an upgrade to https.
-  EXPECT_TRUE(hi::CheckRedirect("https://hub/x", "https://cdn/y", false).ok());
-  EXPECT_TRUE(hi::CheckRedirect("http://hub/x", "http://cdn/y", false).ok());
-  EXPECT_TRUE(hi::CheckRedirect("http://hub/x", "https://cdn/y", false).ok());
+  EXPECT_OK(hi::CheckRedirect("https://hub/x", "https://cdn/y", false));
+  EXPECT_OK(hi::CheckRedirect("http://hub/x", "http://cdn/y", false));
+  EXPECT_OK(hi::CheckRedirect("http://hub/x", "https://cdn/y", false));
   // https -> http: refused unless the endpoint itself is http.
   auto down = hi::CheckRedirect("https://hub/x", "http://cdn/y?X-Amz-Signature=sig", false);
   EXPECT_EQ(down.code(), hubload::Code::kUnsupported);
   EXPECT_TRUE(down.Is(hubload::reason::kInsecureRedirect)) << down.ToString();
   EXPECT_EQ(down.message().find("sig"), std::string::npos) << down.message();
-  EXPECT_TRUE(hi::CheckRedirect("https://hub/x", "HTTP://cdn/y", true).ok());
+  EXPECT_OK(hi::CheckRedirect("https://hub/x", "HTTP://cdn/y", true));
   EXPECT_TRUE(hi::CheckRedirect("HTTPS://hub/x", "http://cdn/y", false).Is(hubload::reason::kInsecureRedirect));
   // Other schemes: never, whatever the endpoint.
   for (const char* to : {"file:///etc/passwd", "ftp://h/f", "gopher://h/1", "dict://h/d:x", "FILE:///x", "smb://h/s"}) {
@@ -57,8 +58,8 @@ TEST(UrlPolicy, RedirectDecisions) {
 }
 
 TEST(UrlPolicy, HeaderValuesWithoutLineBreaksOrNul) {
-  EXPECT_TRUE(hi::CheckHeader("Authorization", "Bearer hf_abc").ok());
-  EXPECT_TRUE(hi::CheckHeader("User-Agent", "hubload/1.0; python/3.11").ok());
+  EXPECT_OK(hi::CheckHeader("Authorization", "Bearer hf_abc"));
+  EXPECT_OK(hi::CheckHeader("User-Agent", "hubload/1.0; python/3.11"));
   for (std::string v : {std::string("a\r\nX: y"), std::string("a\nb"), std::string("a\rb"), std::string("a\0b", 3)}) {
     auto st = hi::CheckHeader("Authorization", "Bearer " + v);
     EXPECT_EQ(st.code(), hubload::Code::kInvalidArgument);

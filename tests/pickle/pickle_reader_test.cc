@@ -15,6 +15,7 @@
 #include "pickle/fixtures.h"
 #include "safetensors/independent.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -73,7 +74,7 @@ TEST(PickleReader, MatchesWhatPythonWrote) {
     auto want = fx->Manifest(name);
     auto bytes = ReadFileBytes(path);
     auto from_file = pk::ReadCheckpointFile(path);
-    ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+    ASSERT_OK(from_file);
     ExpectMatchesManifest(*from_file, want, bytes, name + " (file)");
     const bool legacy = name.find("legacy") != std::string::npos;
     EXPECT_EQ(from_file->format, legacy ? pk::Format::kLegacy : pk::Format::kZip) << name;
@@ -88,10 +89,10 @@ TEST(PickleReader, MatchesWhatPythonWrote) {
       EXPECT_EQ(from_file->version, 1001);
     }
     auto from_memory = pk::ReadCheckpoint(bytes, name);
-    ASSERT_TRUE(from_memory.ok()) << from_memory.status().ToString();
+    ASSERT_OK(from_memory);
     ExpectMatchesManifest(*from_memory, want, bytes, name + " (memory)");
     auto mapped = pk::PickleFile::Open(path);
-    ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+    ASSERT_OK(mapped);
     for (const auto& s : mapped->checkpoint().storages) {
       auto span = mapped->data(s);
       ASSERT_EQ(span.size(), s.nbytes);
@@ -105,7 +106,7 @@ TEST(PickleReader, MatchesWhatPythonWrote) {
 TEST(PickleReader, StateDictDetails) {
   HUBLOAD_PYTHON_FIXTURES(fx);
   auto ck = pk::ReadCheckpointFile(fx->Path("model.bin"));
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_OK(ck);
   // Tied weights: two names, one storage; the views share the arange base.
   const pk::Tensor* emb = ck->Find("emb.weight");
   const pk::Tensor* head = ck->Find("head.weight");
@@ -129,14 +130,14 @@ TEST(PickleReader, StateDictDetails) {
   // state_dict() detaches: no Parameter, no requires_grad.
   EXPECT_FALSE(emb->is_parameter);
   auto params = pk::ReadCheckpointFile(fx->Path("params.bin"));
-  ASSERT_TRUE(params.ok()) << params.status().ToString();
+  ASSERT_OK(params);
   ASSERT_NE(params->Find("w"), nullptr);
   EXPECT_TRUE(params->Find("w")->is_parameter);
   EXPECT_TRUE(params->Find("w")->requires_grad);
   EXPECT_FALSE(params->Find("b")->requires_grad);
   // The same tensor object twice: identical entries.
   auto same = pk::ReadCheckpointFile(fx->Path("same_object.bin"));
-  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  ASSERT_OK(same);
   ASSERT_EQ(same->tensors.size(), 3u);
   EXPECT_EQ(same->tensors[0].storage, same->tensors[1].storage);
   EXPECT_EQ(same->tensors[2].storage_offset, 3u);
@@ -147,20 +148,20 @@ TEST(PickleReader, StateDictDetails) {
 TEST(PickleReader, ShardedIndex) {
   HUBLOAD_PYTHON_FIXTURES(fx);
   auto index = safetensors::ReadIndex(fx->Path("pytorch_model.bin.index.json"), ".bin");
-  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  ASSERT_OK(index);
   ASSERT_EQ(index->shards.size(), 2u);
   // The safetensors suffix refuses .bin shard names.
   EXPECT_TRUE(safetensors::ReadIndex(fx->Path("pytorch_model.bin.index.json")).status().Is("InvalidShardName"));
   uint64_t total = 0;
   for (const auto& shard : index->shards) {
     auto ck = pk::ReadCheckpointFile(fx->Path(shard));
-    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-    EXPECT_TRUE(pk::CheckShardAgainstIndex(*index, shard, *ck).ok()) << shard;
+    ASSERT_OK(ck);
+    EXPECT_OK(pk::CheckShardAgainstIndex(*index, shard, *ck)) << shard;
     for (const auto& t : ck->tensors) total += t.nbytes();
   }
   EXPECT_EQ(total, index->total_size.value_or(0));  // the script summed numel x element_size
   auto first = pk::ReadCheckpointFile(fx->Path(index->shards[0]));
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   Status wrong = pk::CheckShardAgainstIndex(*index, index->shards[1], *first);
   EXPECT_TRUE(wrong.Is("IndexTensorMissing")) << wrong.ToString();
 }
@@ -173,7 +174,7 @@ TEST(PickleReader, FdReadsOnlyThroughPread) {
     ASSERT_EQ(::lseek(fd, 17, SEEK_SET), 17);
     auto size = ReadFileBytes(fx->Path(name)).size();
     auto ck = pk::ReadCheckpointFd(fd, size, "label-" + name);
-    EXPECT_TRUE(ck.ok()) << ck.status().ToString();
+    EXPECT_OK(ck);
     EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), 17) << "the fd offset is not moved";
     // A file that shrank: the size claims more than there is.
     auto bigger = pk::ReadCheckpointFd(fd, size + 100, "label-" + name);
@@ -201,7 +202,7 @@ TEST(PickleReader, LegacyStorageCountMismatch) {
   HUBLOAD_PYTHON_FIXTURES(fx);
   auto bytes = ReadFileBytes(fx->Path("legacy.bin"));
   auto ck = pk::ReadCheckpoint(bytes, "legacy.bin");
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_OK(ck);
   // Each storage is preceded by its int64 element count (little-endian).
   const pk::Storage& s = ck->storages[0];
   uint64_t count = 0;
@@ -214,7 +215,7 @@ TEST(PickleReader, LegacyStorageCountMismatch) {
   auto good = ReadFileBytes(fx->Path("legacy.bin"));
   good.resize(good.size() + 5, 0);
   auto trailing = pk::ReadCheckpoint(good, "legacy.bin");
-  ASSERT_TRUE(trailing.ok()) << trailing.status().ToString();
+  ASSERT_OK(trailing);
   EXPECT_EQ(trailing->warnings.size(), 1u);
 }
 

@@ -9,6 +9,7 @@
 #include "hubload/reasons.h"
 #include "pickle/pickle_bytes.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -48,7 +49,7 @@ TEST(PickleRefusal, HandMadeArchiveIsRead) {
   // The control case: the same builders make a valid file.
   TempDir dir;
   auto r = ReadArchive(dir, OneTensor(6, 1, {2, 2}, {1, 2}), {{"0", FloatRange(6)}});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ASSERT_EQ(r->tensors.size(), 1u);
   EXPECT_EQ(r->tensors[0].name, "w");
   EXPECT_EQ(r->tensors[0].shape, (std::vector<uint64_t>{2, 2}));
@@ -153,8 +154,8 @@ TEST(PickleRefusal, StorageChecks) {
   ExpectRefused(ReadArchive(dir, OneTensor(6, 0, {2, 3}, {3}), {{"0", FloatRange(6)}}), reason::kPickleMalformed,
                 "dimensions");
   // The last element exactly at the end is fine; an empty tensor addresses nothing.
-  EXPECT_TRUE(ReadArchive(dir, OneTensor(6, 5, {1}, {1}), {{"0", FloatRange(6)}}).ok());
-  EXPECT_TRUE(ReadArchive(dir, OneTensor(6, 100, {0, 3}, {3, 1}), {{"0", FloatRange(6)}}).ok());
+  EXPECT_OK(ReadArchive(dir, OneTensor(6, 5, {1}, {1}), {{"0", FloatRange(6)}}));
+  EXPECT_OK(ReadArchive(dir, OneTensor(6, 100, {0, 3}, {3, 1}), {{"0", FloatRange(6)}}));
   // One key used with two sizes.
   std::string twice = StateDictPickle([&](PickleBytes& p) {
     p.Str("a").TensorV2("FloatStorage", "0", 6, 0, {6}, {1});
@@ -185,7 +186,7 @@ TEST(PickleRefusal, NotAStateDict) {
   PickleBytes meta;
   meta.Proto(2).NewOrderedDict().EmptyDict().Str("_metadata").NewOrderedDict().SetItem().Build().Stop();
   auto ok = ReadArchive(dir, meta.str(), {});
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_TRUE(ok->tensors.empty());
 }
 
@@ -247,9 +248,9 @@ TEST(PickleRefusal, ZipContainer) {
   ExpectRefused(ReadArchive(dir, OneTensor(6, 0, {6}, {1}), {{"0", FloatRange(6)}}, {}, false, "archive/byteorder",
                             "big"),
                 reason::kZipUnsupported, "byteorder");
-  EXPECT_TRUE(ReadArchive(dir, OneTensor(6, 0, {6}, {1}), {{"0", FloatRange(6)}}, {}, false, "archive/byteorder",
+  EXPECT_OK(ReadArchive(dir, OneTensor(6, 0, {6}, {1}), {{"0", FloatRange(6)}}, {}, false, "archive/byteorder",
                           "little")
-                  .ok());
+                  );
   // A zip without data.pkl, and one whose first entry is not in a folder.
   const std::string path = (dir.path() / "evil.bin").string();
   ASSERT_TRUE(WriteZip(path, {{"archive/other", "x"}}));
@@ -302,7 +303,7 @@ TEST(PickleRefusal, NewerTorchShapesAreRead) {
     p.EmptyDict().Tuple().Reduce();
   });
   auto r = ReadArchive(dir, v3, {{"0", std::string(6, '\x38')}, {"1", FloatRange(2)}});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ASSERT_EQ(r->tensors.size(), 3u);
   EXPECT_EQ(r->tensors[0].dtype, safetensors::Dtype::F8_E4M3);
   EXPECT_EQ(r->storages[0].dtype, safetensors::Dtype::U8);

@@ -13,6 +13,7 @@
 #include "pickle/fixtures.h"
 #include "pickle/pickle_bytes.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -36,9 +37,9 @@ TEST(TorchPickle, TensorsMatchPythonAndStayShared) {
   for (const std::string& name : PythonFixtures::Files()) {
     SCOPED_TRACE(name);
     auto file = pk::PickleFile::Open(fx->Path(name));
-    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    ASSERT_OK(file);
     auto sd = LoadPickleTensors(*file, LoadOptions{});
-    ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+    ASSERT_OK(sd);
     auto want = fx->Manifest(name);
     ASSERT_EQ(sd->size(), want.size());
     const bool legacy = name.find("legacy") != std::string::npos;
@@ -51,7 +52,7 @@ TEST(TorchPickle, TensorsMatchPythonAndStayShared) {
       SCOPED_TRACE(e.name);
       EXPECT_EQ(tname, e.name);
       auto dt = SafetensorsDtype(t.scalar_type());
-      ASSERT_TRUE(dt.ok());
+      ASSERT_OK(dt);
       EXPECT_EQ(safetensors::DtypeName(*dt), e.dtype);
       EXPECT_EQ(std::vector<uint64_t>(t.sizes().begin(), t.sizes().end()), e.shape);
       EXPECT_EQ(Bytes(t), e.data);
@@ -89,7 +90,7 @@ TEST(TorchPickle, DtypePolicy) {
   LoadOptions f32;
   f32.dtype = TargetDtype::kF32;
   auto sd = LoadPickleFile(fx->Path("model.bin"), f32);
-  ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+  ASSERT_OK(sd);
   for (size_t i = 0; i < want.size(); ++i) {
     const auto& [name, t] = (*sd)[i];
     SCOPED_TRACE(name);
@@ -109,7 +110,7 @@ TEST(TorchPickle, DtypePolicy) {
   half.dtype = TargetDtype::kF16;
   half.keep_in_fp32 = {"1"};
   auto h = LoadPickleFile(fx->Path("model.bin"), half);
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_OK(h);
   for (const auto& [name, t] : *h) {
     if (name.rfind("block.1.", 0) == 0) {
       EXPECT_EQ(t.scalar_type(), at::kFloat) << name;
@@ -122,11 +123,11 @@ TEST(TorchPickle, DtypePolicy) {
 TEST(TorchPickle, ForceCopyIsWritableAndStillShared) {
   HUBLOAD_PYTHON_FIXTURES(fx);
   auto file = pk::PickleFile::Open(fx->Path("model.bin"));
-  ASSERT_TRUE(file.ok());
+  ASSERT_OK(file);
   LoadOptions copy;
   copy.force_copy = true;
   auto sd = LoadPickleTensors(*file, copy);
-  ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+  ASSERT_OK(sd);
   std::map<std::string, at::Tensor> by_name(sd->begin(), sd->end());
   at::Tensor emb = by_name["emb.weight"], head = by_name["head.weight"];
   EXPECT_FALSE(InMapping(*file, emb));
@@ -159,7 +160,7 @@ TEST(TorchPickle, Float8AndUint16FromRebuildTensorV3) {
                               {"archive/data/1", std::string("\xff\xff\x02\x00", 4)},
                               {"archive/version", "3\n"}}));
   auto sd = LoadPickleFile(path, LoadOptions{});
-  ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+  ASSERT_OK(sd);
   ASSERT_EQ(sd->size(), 2u);
   at::Tensor f8 = (*sd)[0].second;
   EXPECT_EQ(f8.scalar_type(), at::kBFloat16);  // kAuto: float8 decoded exactly to bf16
@@ -173,7 +174,7 @@ TEST(TorchPickle, Float8AndUint16FromRebuildTensorV3) {
   LoadOptions f32;
   f32.dtype = TargetDtype::kF32;
   auto as_f32 = LoadPickleFile(path, f32);
-  ASSERT_TRUE(as_f32.ok()) << as_f32.status().ToString();
+  ASSERT_OK(as_f32);
   EXPECT_EQ((*as_f32)[0].second.scalar_type(), at::kFloat);
   EXPECT_EQ((*as_f32)[0].second[1].item<float>(), -2.0f);
 }

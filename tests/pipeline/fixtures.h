@@ -21,7 +21,9 @@
 #include "hubload/hub.h"
 #include "hubload/server.h"
 #include "hubload/transport.h"
+#include "testing/hub_server.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::pipeline_test {
 
@@ -35,17 +37,6 @@ struct RawTensor {
   std::string bytes;
 };
 
-/// Deterministic bytes (an LCG), `n` of them, seeded by `seed`.
-inline std::string PseudoBytes(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 12345u;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    s[i] = static_cast<char>(x >> 24);
-  }
-  return s;
-}
-
 /// Finite float values as bytes (F32: small uniform values; F16/BF16: a fixed
 /// finite bit pattern family; I64: 0..n-1; U16: pseudo-random).
 inline RawTensor MakeTensor(const std::string& name, const std::string& dtype, std::vector<uint64_t> shape,
@@ -55,14 +46,14 @@ inline RawTensor MakeTensor(const std::string& name, const std::string& dtype, s
   RawTensor t{name, dtype, shape, {}};
   if (dtype == "F32") {
     t.bytes.resize(n * 4);
-    std::string r = PseudoBytes(n, seed);
+    std::string r = hubload::testing::PatternBytes(n, seed);
     for (uint64_t i = 0; i < n; ++i) {
       float v = (static_cast<int>(static_cast<uint8_t>(r[i])) - 128) / 64.0f;
       std::memcpy(&t.bytes[i * 4], &v, 4);
     }
   } else if (dtype == "F16" || dtype == "BF16") {
     t.bytes.resize(n * 2);
-    std::string r = PseudoBytes(n, seed);
+    std::string r = hubload::testing::PatternBytes(n, seed);
     for (uint64_t i = 0; i < n; ++i) {
       // sign bit | exponent around 1.0 | random mantissa bits: always finite
       uint16_t h = dtype == "F16" ? static_cast<uint16_t>(0x3800u | (static_cast<uint8_t>(r[i]) & 0xFFu))
@@ -77,7 +68,7 @@ inline RawTensor MakeTensor(const std::string& name, const std::string& dtype, s
       std::memcpy(&t.bytes[i * 8], &v, 8);
     }
   } else if (dtype == "U16") {
-    t.bytes = PseudoBytes(n * 2, seed);  // any bit pattern is a uint16
+    t.bytes = hubload::testing::PatternBytes(n * 2, seed);  // any bit pattern is a uint16
   } else {
     ADD_FAILURE() << "fixture dtype " << dtype;
   }
@@ -132,30 +123,20 @@ inline void WriteSharded(const fs::path& dir, const std::string& index_name,
 /// A store folder served by an in-process `hubload serve`.
 class ServedStore {
  public:
-  ServedStore() {
-    fs::create_directories(store_.path());
-    server::ServerOptions o;
-    o.root = store_.str();
-    auto s = server::Server::Start(o);
-    if (!s.ok()) {
-      ADD_FAILURE() << s.status().ToString();
-      return;
-    }
-    server_ = std::move(*s);
-  }
+  ServedStore() : hub_(hubload::testing::StartTestHub()) {}
   /// Creates `repo_id` from `folder`; returns the commit.
   std::string AddRepo(const std::string& repo_id, const fs::path& folder) {
-    auto c = server::CreateRepoFromFolder(store_.str(), repo_id, folder.string());
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (!hub_) return std::string();
+    auto c = server::CreateRepoFromFolder(hub_->root.str(), repo_id, folder.string());
+    EXPECT_OK(c);
     return c.ok() ? *c : std::string();
   }
-  server::Server& server() { return *server_; }
-  std::string url() const { return server_ ? server_->url() : std::string("http://127.0.0.1:9"); }
-  bool ok() const { return server_ != nullptr; }
+  server::Server& server() { return *hub_->server; }
+  std::string url() const { return hub_ ? hub_->url() : std::string("http://127.0.0.1:9"); }
+  bool ok() const { return hub_ != nullptr; }
 
  private:
-  hubload::testing::TempDir store_;
-  std::unique_ptr<server::Server> server_;
+  std::unique_ptr<hubload::testing::TestHub> hub_;
 };
 
 inline HubClient MakeClient(const std::string& endpoint, const std::string& cache_dir,

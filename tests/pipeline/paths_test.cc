@@ -107,7 +107,7 @@ TEST(EveryPath, IndexShardMismatchHasOneReason) {
               {"z", "model-00002-of-00002.safetensors"}},
              {{"total_size", 24}});
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/mismatch", r.src.path());
   TempDir cache;
   HubClient client = MakeClient(store.url(), cache.str());
@@ -150,7 +150,7 @@ TEST(EveryPath, LenientIndexLoadsTheMappedShardsTensorsB49) {
   WriteText(src.path() / "original" / s2, SafetensorsBytes({head, embed_stale}));
   WriteText(src.path() / "model.safetensors", SafetensorsBytes({embed_stale}));
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   const std::string commit = store.AddRepo("org/b49", src.path());
   TempDir cache;
   HubClient client = MakeClient(store.url(), cache.str());
@@ -232,14 +232,14 @@ TEST(EveryPath, AliasesUnnamedShardsAndTheReport) {
              {{"embed.weight", "model-00001-of-00002.safetensors"}, {"layer.weight", "model-00002-of-00002.safetensors"}},
              {{"total_size", 24}, {"lm_head.weight", "embed.weight"}});
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/alias", r.src.path());
   TempDir cache;
   HubClient client = MakeClient(store.url(), cache.str());
   for (bool hub : {true, false}) {
     for (const Outcome& o : LoadEveryWay(client, hub ? "org/alias" : r.src.str(), hub)) {
       SCOPED_TRACE(o.path + (hub ? " (hub)" : " (local)"));
-      ASSERT_TRUE(o.status.ok()) << o.status.ToString();
+      ASSERT_OK(o.status);
       // Aliases: restored on every path, named in the report.
       ASSERT_EQ(o.info.aliases.size(), 1u);
       EXPECT_EQ(o.info.aliases[0].first, "lm_head.weight");
@@ -265,14 +265,14 @@ TEST(EveryPath, AliasesUnnamedShardsAndTheReport) {
   PretrainedRequest req;
   req.repo_id = "org/alias";
   auto sd = LoadStateDict(client, req);
-  ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+  ASSERT_OK(sd);
   std::map<std::string, at::Tensor> by_name(sd->tensors.begin(), sd->tensors.end());
   ASSERT_TRUE(by_name.count("lm_head.weight"));
   EXPECT_EQ(Bytes(by_name["lm_head.weight"]), r.embed.bytes);
   EXPECT_EQ(by_name["lm_head.weight"].data_ptr(), by_name["embed.weight"].data_ptr());  // shared, not copied
   Net net;
   auto m = LoadModule(client, req, net);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_OK(m);
   EXPECT_TRUE(m->report.missing.empty()) << ::testing::PrintToString(m->report.missing);
   EXPECT_EQ(Bytes(net.lm_head->weight), r.embed.bytes);
 }
@@ -297,7 +297,7 @@ TEST(EveryPath, AliasIsDeliveredWithTheKeptTensorsBytes) {
                 SafetensorsBytes({r.embed, r.layer}, {{"lm_head.weight", "embed.weight"}}));
     }
     ServedStore store;
-    ASSERT_TRUE(store.ok());
+    ASSERT_OK(store);
     store.AddRepo("org/tied", r.src.path());
     TempDir cache;
     HubClient client = MakeClient(store.url(), cache.str());
@@ -353,7 +353,7 @@ TEST(EveryPath, DtypeConversionsAreReportWarnings) {
             SafetensorsBytes({MakeTensor("a.weight", "BF16", {4}, 21), MakeTensor("b.weight", "BF16", {2}, 22),
                               MakeTensor("ids", "U16", {3}, 23), MakeTensor("c.weight", "F32", {2}, 24)}));
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/conv", src.path());
   TempDir cache;
   HubClient client = MakeClient(store.url(), cache.str());
@@ -410,7 +410,7 @@ TEST(EveryPath, HubUnreachableLoadsTheCachedSnapshot) {
   std::string commit;
   {
     ServedStore store;
-    ASSERT_TRUE(store.ok());
+    ASSERT_OK(store);
     commit = store.AddRepo("org/away", r.src.path());
     PretrainedRequest req;
     req.repo_id = "org/away";
@@ -476,7 +476,7 @@ TEST(EveryPath, PickleWeightsAreReadOrRefusedWithOneReason) {
   WriteText(src.path() / "pytorch_model.bin", std::string(kNotAZip, sizeof kNotAZip - 1));
   WriteText(src.path() / "config.json", "{}");
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/pickle", src.path());
   TempDir cache;
   HubClient client = MakeClient(store.url(), cache.str());
@@ -502,7 +502,7 @@ TEST(EveryPath, CorruptLastShardFailsAndLeavesNoBlob) {
   WriteSharded(src.path(), "model.safetensors.index.json",
                {{"model-00001-of-00002.safetensors", {a}}, {"model-00002-of-00002.safetensors", {b}}});
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   std::string commit = store.AddRepo("org/corrupt-last", src.path());
   // Flip one data byte of the last shard's blob in the store: the server sends
   // bytes whose sha256 is not the etag it announces.
@@ -578,7 +578,7 @@ TEST(Streaming, ShardsCompleteInLoadOrderOnASharedLink) {
   }
   WriteSharded(src.path(), "model.safetensors.index.json", shards);
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/ordered", src.path());
   store.server().faults().SetTotalBandwidthBytesPerSec(8'000'000);  // 4 x 4 MiB: about 2 s
   // 1 MiB ranges (the smallest) so that several connections can work on one shard.
@@ -601,7 +601,7 @@ TEST(Streaming, ShardsCompleteInLoadOrderOnASharedLink) {
   cb.on_file_downloaded = [&](const std::string& f) { log.Add("downloaded " + f); };
   cb.on_shard = [&](const std::string& f, uint64_t) { log.Add("loaded " + f); };
   auto r = FetchAndLoad(client, req, cb);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   std::vector<std::string> names;
   for (const auto& [name, ts] : shards) names.push_back(name);
   std::vector<std::string> loaded = r->load_order;
@@ -626,7 +626,7 @@ TEST(Streaming, TensorsArriveBeforeTheirShardEnds) {
   for (int i = 0; i < 8; ++i) ts.push_back(MakeTensor("t" + std::to_string(i), "BF16", {256, 1024}, 50 + i));
   WriteText(src.path() / "model.safetensors", SafetensorsBytes(ts));  // 4 MiB
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/stream", src.path());
   store.server().faults().SetTotalBandwidthBytesPerSec(4'000'000);  // about 1 s
   for (TargetDtype dtype : {TargetDtype::kAuto, TargetDtype::kF32}) {
@@ -646,7 +646,7 @@ TEST(Streaming, TensorsArriveBeforeTheirShardEnds) {
     };
     cb.on_file_downloaded = [&](const std::string& f) { log.Add("downloaded " + f); };
     auto r = FetchAndLoad(client, req, cb);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     const long done = log.Index("downloaded model.safetensors");
     ASSERT_GE(done, 0);
     EXPECT_LT(log.Index("tensor t0"), done) << ::testing::PrintToString(log.events);
@@ -691,7 +691,7 @@ TEST(ModelIndex, EveryFieldOfEveryType) {
     return out;
   };
   auto ok = ParseModelIndex(doc.dump(), label);
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(names(*ok), listed(base));
   int runs = 0;
   for (auto it = doc.begin(); it != doc.end(); ++it) {
@@ -702,7 +702,7 @@ TEST(ModelIndex, EveryFieldOfEveryType) {
       m[it.key()] = t;
       Result<std::vector<PipelineComponent>> r = Status(Code::kInternal, "unset");
       EXPECT_NO_THROW(r = ParseModelIndex(m.dump(), label));
-      ASSERT_TRUE(r.ok()) << it.key() << " = " << t.dump() << ": " << r.status().ToString();
+      ASSERT_OK(r) << it.key() << " = " << t.dump() << ": " << r.status().ToString();
       auto want = base;
       if (component) want.erase(it.key());  // no value of EveryJsonType is a 2-string array
       EXPECT_EQ(names(*r), listed(want)) << it.key() << " = " << t.dump();
@@ -713,7 +713,7 @@ TEST(ModelIndex, EveryFieldOfEveryType) {
         json e = doc;
         e[it.key()][i] = t;
         EXPECT_NO_THROW(r = ParseModelIndex(e.dump(), label));
-        ASSERT_TRUE(r.ok()) << it.key() << "[" << i << "] = " << t.dump();
+        ASSERT_OK(r) << it.key() << "[" << i << "] = " << t.dump();
         auto w = base;
         if (t.is_string()) (i == 0 ? w[it.key()].first : w[it.key()].second) = t.get<std::string>();
         else w.erase(it.key());
@@ -726,7 +726,7 @@ TEST(ModelIndex, EveryFieldOfEveryType) {
   for (const json& t : hubload::testing::EveryJsonType()) {
     auto r = ParseModelIndex(t.dump(), label);
     if (t.is_object()) {
-      ASSERT_TRUE(r.ok()) << t.dump();
+      ASSERT_OK(r) << t.dump();
       EXPECT_TRUE(r->empty()) << t.dump();
     } else {
       EXPECT_EQ(r.status().code(), Code::kInvalidFormat) << t.dump();

@@ -10,6 +10,7 @@
 #include "tests/pickle/fixtures.h"
 #include "tests/pipeline/fixtures.h"
 #include "testing/report.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::pipeline_test {
 namespace {
@@ -40,7 +41,7 @@ TEST(PicklePipeline, ShardedBinLoadsByRepoIdAndLocally) {
   auto want = CopySharded(*fx, src.path());
   ASSERT_FALSE(want.empty());
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/bin-only", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
   for (bool hub : {true, false}) {
@@ -49,7 +50,7 @@ TEST(PicklePipeline, ShardedBinLoadsByRepoIdAndLocally) {
     req.repo_id = hub ? "org/bin-only" : src.str();
     req.digests = true;
     auto sd = LoadStateDict(client, req);
-    ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+    ASSERT_OK(sd);
     EXPECT_EQ(sd->info.resolved.weights_file, "pytorch_model.bin.index.json");
     EXPECT_EQ(sd->info.files.size(), 2u);
     ASSERT_EQ(sd->tensors.size(), want.size());
@@ -74,13 +75,13 @@ TEST(PicklePipeline, SafetensorsWinWhenBothArePresent) {
   RawTensor w = MakeTensor("w", "F32", {4}, 5);
   WriteText(src.path() / "model.safetensors", SafetensorsBytes({w}));
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/both", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
   PretrainedRequest req;
   req.repo_id = "org/both";
   auto sd = LoadStateDict(client, req);
-  ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+  ASSERT_OK(sd);
   EXPECT_EQ(sd->info.files, std::vector<std::string>{"model.safetensors"});
   ASSERT_EQ(sd->tensors.size(), 1u);
   EXPECT_EQ(Contiguous(sd->tensors[0].second), w.bytes);
@@ -92,7 +93,7 @@ TEST(PicklePipeline, TiedStoragesStaySharedAndHostileBinIsRefused) {
   TempDir src;
   fs::copy_file(fx->Path("same_object.bin"), src.path() / "pytorch_model.bin");
   auto sd = LoadCheckpoint(src.str(), {}, {});
-  ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+  ASSERT_OK(sd);
   std::map<std::string, at::Tensor> by(sd->tensors.begin(), sd->tensors.end());
   ASSERT_TRUE(by.count("a") && by.count("b") && by.count("c"));
   EXPECT_EQ(by["a"].data_ptr(), by["b"].data_ptr());

@@ -9,6 +9,7 @@
 
 #include "hubload/safetensors.h"
 #include "tests/pipeline/fixtures.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::pipeline_test {
 namespace {
@@ -46,7 +47,7 @@ TEST(PipelineCliTest, DemoModelIsDeterministicDiffusersLayout) {
   for (const auto& [rel, h] : ha) {
     if (rel.size() < 12 || rel.substr(rel.size() - 12) != ".safetensors") continue;
     auto hdr = safetensors::ReadMetadata((a.path() / "m" / rel).string());
-    ASSERT_TRUE(hdr.ok()) << rel << ": " << hdr.status().ToString();
+    ASSERT_OK(hdr) << rel << ": " << hdr.status().ToString();
     bool fp16 = rel.find(".fp16-") != std::string::npos;
     if (rel.rfind("transformer/", 0) == 0) (fp16 ? shards16 : shards32)++;
     for (const auto& t : hdr->tensors) (fp16 ? dtypes16 : dtypes32).insert(safetensors::DtypeName(t.dtype));
@@ -66,7 +67,7 @@ TEST(PipelineCliTest, LoadByRepoIdPrintsTheJsonReport) {
                {{"diffusion_pytorch_model-00001-of-00002.safetensors", s1},
                 {"diffusion_pytorch_model-00002-of-00002.safetensors", s2}});
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/cli", src.path());
   std::string out, err;
   int rc = RunCommand(HubloadBin() + " --endpoint " + store.url() + " --cache-dir " + cache.str() +

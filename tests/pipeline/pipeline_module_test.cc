@@ -4,6 +4,7 @@
 
 #include "hubload/pipeline.h"
 #include "tests/pipeline/fixtures.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::pipeline_test {
 namespace {
@@ -46,7 +47,7 @@ TEST(PipelineModuleTest, FillsModuleFromRepoIdWithKeyReport) {
   WriteSharded(src.path(), "model.safetensors.index.json",
                {{"model-00001-of-00002.safetensors", {ew, ep}}, {"model-00002-of-00002.safetensors", {hw, un}}});
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/module", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
 
@@ -56,7 +57,7 @@ TEST(PipelineModuleTest, FillsModuleFromRepoIdWithKeyReport) {
   ModuleLoadOptions mo;
   mo.mode = ModuleLoadMode::kCopy;
   auto r = LoadModule(client, req, net, mo);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->report.missing, std::vector<std::string>{"extra"});
   EXPECT_EQ(r->report.unexpected, std::vector<std::string>{"unused.w"});
   EXPECT_TRUE(r->report.mismatched.empty());

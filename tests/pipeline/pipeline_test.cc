@@ -12,6 +12,7 @@
 #include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
 #include "tests/pipeline/fixtures.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::pipeline_test {
 namespace {
@@ -86,12 +87,12 @@ TEST(PipelineTest, ShardedByRepoIdIsBitIdenticalToWrittenBytesAndLocalLoad) {
   TempDir src, cache;
   auto want = WriteThreeShards(src.path());
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   std::string commit = store.AddRepo("org/sharded", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
 
   auto hub = LoadStateDict(client, HubRequest("org/sharded"));
-  ASSERT_TRUE(hub.ok()) << hub.status().ToString();
+  ASSERT_OK(hub);
   ExpectStateDictEquals(hub->tensors, want);
   EXPECT_EQ(hub->info.source, "hub");
   EXPECT_EQ(hub->info.commit, commit);
@@ -115,18 +116,18 @@ TEST(PipelineTest, ShardedByRepoIdIsBitIdenticalToWrittenBytesAndLocalLoad) {
   PretrainedRequest lr;
   lr.repo_id = src.str();
   auto local = LoadStateDict(client, lr);
-  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  ASSERT_OK(local);
   EXPECT_EQ(local->info.source, "local");
   ExpectSameStateDict(hub->tensors, local->tensors);
   auto ckpt = LoadCheckpoint(src.str(), {}, {});
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  ASSERT_OK(ckpt);
   ExpectSameStateDict(hub->tensors, ckpt->tensors);
 
   // Sequential mode (download everything, then load) gives the same tensors.
   PretrainedRequest seq = HubRequest("org/sharded");
   seq.overlap = false;
   auto again = LoadStateDict(client, seq);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   ExpectSameStateDict(hub->tensors, again->tensors);
 }
 
@@ -134,7 +135,7 @@ TEST(PipelineTest, CallbackFormDeliversEveryTensorAndShard) {
   TempDir src, cache;
   auto want = WriteThreeShards(src.path());
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/cb", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
   std::map<std::string, std::string> got;  // name -> bytes
@@ -158,7 +159,7 @@ TEST(PipelineTest, CallbackFormDeliversEveryTensorAndShard) {
     last_total = t;
   };
   auto info = FetchAndLoad(client, HubRequest("org/cb"), cb);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   ASSERT_EQ(got.size(), want.size());
   for (const auto& t : want) EXPECT_TRUE(got[t.name] == t.bytes) << t.name;
   EXPECT_EQ(shards, (std::map<std::string, uint64_t>{{"model-00001-of-00003.safetensors", 2},
@@ -190,11 +191,11 @@ TEST(PipelineTest, SingleFileByRepoId) {
   WriteText(src.path() / "model.safetensors", SafetensorsBytes(want));
   WriteText(src.path() / "config.json", "{}");
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/single", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
   auto r = LoadStateDict(client, HubRequest("org/single"));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ExpectStateDictEquals(r->tensors, want);
   EXPECT_EQ(r->info.files, std::vector<std::string>{"model.safetensors"});
   EXPECT_EQ(r->info.index_file, "");
@@ -209,14 +210,14 @@ TEST(PipelineTest, DtypeConversionAppliesOnTheHubPath) {
                               MakeTensor("ids", "I64", {3}, 23)};
   WriteText(src.path() / "model.safetensors", SafetensorsBytes(t));
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/conv", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
   PretrainedRequest req = HubRequest("org/conv");
   req.load.dtype = TargetDtype::kBF16;
   req.load.keep_in_fp32 = {"norm"};
   auto r = LoadStateDict(client, req);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ASSERT_EQ(r->tensors.size(), 3u);
   EXPECT_EQ(r->tensors[0].second.scalar_type(), at::kBFloat16);
   EXPECT_EQ(r->tensors[1].second.scalar_type(), at::kFloat);  // kept in fp32
@@ -243,7 +244,7 @@ TEST(PipelineTest, VariantLoadsOnlyVariantFilesB25) {
   std::vector<RawTensor> fp16, fp32;
   WriteB25Repo(src.path(), &fp16, &fp32);
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/b25", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
 
@@ -251,7 +252,7 @@ TEST(PipelineTest, VariantLoadsOnlyVariantFilesB25) {
   req.subfolder = "transformer";
   req.variant = "fp16";
   auto r = LoadStateDict(client, req);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   // Single file order in the file = the order the fixture wrote them.
   ExpectStateDictEquals(r->tensors, fp16);
   EXPECT_EQ(r->info.files, std::vector<std::string>{"transformer/diffusion_pytorch_model.fp16.safetensors"});
@@ -263,7 +264,7 @@ TEST(PipelineTest, VariantLoadsOnlyVariantFilesB25) {
   PretrainedRequest plain = HubRequest("org/b25");
   plain.subfolder = "transformer";
   auto p = LoadStateDict(client, plain);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   ExpectStateDictEquals(p->tensors, fp32);
   EXPECT_EQ(store.server().RequestCount("fp16"), 0u);
 }
@@ -273,7 +274,7 @@ TEST(PipelineTest, MissingVariantListsVariantsOrFallsBackWithWarning) {
   std::vector<RawTensor> fp16, fp32;
   WriteB25Repo(src.path(), &fp16, &fp32);
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/b25v", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
 
@@ -291,7 +292,7 @@ TEST(PipelineTest, MissingVariantListsVariantsOrFallsBackWithWarning) {
 
   req.allow_variant_fallback = true;
   auto f = LoadStateDict(client, req);
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   ExpectStateDictEquals(f->tensors, fp32);
   EXPECT_FALSE(f->info.warnings.empty());
   EXPECT_EQ(f->info.resolved.variant_used, "");
@@ -305,7 +306,7 @@ TEST(PipelineTest, MissingShardIsReportedBeforeAnyDownloadB23) {
                 {"model-00002-of-00002.safetensors", {MakeTensor("b.weight", "F32", {4}, 42)}}});
   fs::remove(src.path() / "model-00002-of-00002.safetensors");
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/b23", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
   auto r = LoadStateDict(client, HubRequest("org/b23"));
@@ -327,7 +328,7 @@ TEST(PipelineTest, FirstTensorArrivesBeforeTheLastShardFinishes) {
                 {"model-00002-of-00003.safetensors", {MakeTensor("b", "F32", {16}, 52)}},
                 {"model-00003-of-00003.safetensors", {MakeTensor("c", "F32", {1024, 1024}, 53)}}});
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/ttft", src.path());
   store.server().faults().SetBandwidthBytesPerSec(16ull << 20);
   auto stall = std::make_shared<StallTransport>(MakeCurlTransport(), "model-00003-of-00003", std::chrono::seconds(30));
@@ -348,7 +349,7 @@ TEST(PipelineTest, FirstTensorArrivesBeforeTheLastShardFinishes) {
     events.push_back("downloaded " + f);
   };
   auto r = FetchAndLoad(client, HubRequest("org/ttft"), cb);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_FALSE(stall->timed_out()) << "the large shard was only requested after 30 s: no overlap";
   auto pos = [&](const std::string& e) { return std::find(events.begin(), events.end(), e) - events.begin(); };
   ASSERT_EQ(events.size(), 6u);
@@ -369,7 +370,7 @@ TEST(PipelineTest, CorruptShardCancelsTheOtherDownloads) {
   bad += std::string(16, '\0');
   WriteText(src.path() / "model-00001-of-00002.safetensors", bad);
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   std::string commit = store.AddRepo("org/corrupt", src.path());
   // 8 MiB at 512 KiB/s = 16 s unless cancelled.
   store.server().faults().SetBandwidthBytesPerSec(512 * 1024);
@@ -400,14 +401,14 @@ TEST(PipelineTest, OfflineReloadFromTheCacheGivesTheSameTensors) {
   std::string url;
   {
     ServedStore store;
-    ASSERT_TRUE(store.ok());
+    ASSERT_OK(store);
     store.AddRepo("org/offline", src.path());
     auto r = LoadStateDict(MakeClient(store.url(), cache.str()), HubRequest("org/offline"));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     url = store.url();
   }  // server stopped
   auto r = LoadStateDict(MakeClient(url, cache.str(), nullptr, /*offline=*/true), HubRequest("org/offline"));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   ExpectStateDictEquals(r->tensors, want);
   // A repo never fetched is an offline miss, not a network attempt.
   auto miss = LoadStateDict(MakeClient(url, cache.str(), nullptr, true), HubRequest("org/never"));
@@ -419,10 +420,10 @@ TEST(PipelineTest, OfflineReloadFromTheCacheGivesTheSameTensors) {
 // by name before any weights byte is requested.
 TEST(PipelineTest, RequireSafetensorsRefusesPickleWithoutDownload) {
   TempDir src, cache;
-  WriteText(src.path() / "pytorch_model.bin", hubload::pipeline_test::PseudoBytes(1000, 7));
+  WriteText(src.path() / "pytorch_model.bin", hubload::testing::PatternBytes(1000, 7));
   WriteText(src.path() / "config.json", "{}");
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/pickle", src.path());
   PretrainedRequest req = HubRequest("org/pickle");
   req.require_safetensors = true;
@@ -439,9 +440,9 @@ TEST(PipelineTest, RequireSafetensorsRefusesPickleWithoutDownload) {
 // then refused as a format error naming the file; the error is not a crash.
 TEST(PipelineTest, GarbagePickleIsInvalidFormatNamingTheFile) {
   TempDir src, cache;
-  WriteText(src.path() / "pytorch_model.bin", hubload::pipeline_test::PseudoBytes(1000, 7));
+  WriteText(src.path() / "pytorch_model.bin", hubload::testing::PatternBytes(1000, 7));
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/pickle", src.path());
   auto r = LoadStateDict(MakeClient(store.url(), cache.str()), HubRequest("org/pickle"));
   ASSERT_FALSE(r.ok());
@@ -469,7 +470,7 @@ TEST(PipelineTest, BadRequestsFailClearly) {
 
   TempDir cache;
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   auto nf = LoadStateDict(MakeClient(store.url(), cache.str()), HubRequest("org/does-not-exist"));
   ASSERT_FALSE(nf.ok());
   EXPECT_EQ(nf.status().code(), Code::kRepoNotFound) << nf.status().ToString();
@@ -490,13 +491,13 @@ TEST(PipelineTest, DiffusersPipelineComponentsByName) {
   std::vector<RawTensor> tr = {MakeTensor("x", "F32", {3}, 72)};
   WriteText(src.path() / "transformer/diffusion_pytorch_model.safetensors", SafetensorsBytes(tr));
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/pipe", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
   PretrainedRequest req = HubRequest("org/pipe");
 
   auto comps = ListComponents(client, req);
-  ASSERT_TRUE(comps.ok()) << comps.status().ToString();
+  ASSERT_OK(comps);
   ASSERT_EQ(comps->size(), 3u);
   EXPECT_EQ((*comps)[0].name, "scheduler");
   EXPECT_EQ((*comps)[1].name, "text_encoder");
@@ -505,10 +506,10 @@ TEST(PipelineTest, DiffusersPipelineComponentsByName) {
   EXPECT_EQ((*comps)[2].name, "transformer");
 
   auto t = LoadComponent(client, req, "text_encoder");
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_OK(t);
   ExpectStateDictEquals(t->tensors, te);
   auto x = LoadComponent(client, req, "transformer");
-  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  ASSERT_OK(x);
   ExpectStateDictEquals(x->tensors, tr);
 
   auto missing = LoadComponent(client, req, "vae");
@@ -523,10 +524,10 @@ TEST(PipelineTest, DiffusersPipelineComponentsByName) {
   PretrainedRequest lr;
   lr.repo_id = src.str();
   auto lc = ListComponents(client, lr);
-  ASSERT_TRUE(lc.ok()) << lc.status().ToString();
+  ASSERT_OK(lc);
   EXPECT_EQ(lc->size(), 3u);
   auto lt = LoadComponent(client, lr, "text_encoder");
-  ASSERT_TRUE(lt.ok()) << lt.status().ToString();
+  ASSERT_OK(lt);
   ExpectStateDictEquals(lt->tensors, te);
 
   // A repo without model_index.json is not a pipeline.
@@ -557,7 +558,7 @@ TEST(PipelineTest, WholePipelineVariantUsesOnlyVariantFilesAndWarnsB25) {
   std::vector<RawTensor> vae = {MakeTensor("v", "F32", {3}, 107)};
   WriteText(src.path() / "vae/diffusion_pytorch_model.safetensors", SafetensorsBytes(vae));
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("org/b25full", src.path());
   HubClient client = MakeClient(store.url(), cache.str());
   PretrainedRequest req = HubRequest("org/b25full");
@@ -573,7 +574,7 @@ TEST(PipelineTest, WholePipelineVariantUsesOnlyVariantFilesAndWarnsB25) {
   store.server().ResetStats();
   req.allow_variant_fallback = true;
   auto p = LoadPipeline(client, req);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(p->skipped, std::vector<std::string>{"scheduler"});
   ASSERT_EQ(p->loaded.size(), 3u);
   ExpectStateDictEquals(p->loaded.at("transformer").tensors, tr16);
@@ -615,7 +616,7 @@ TEST(PipelineRealDataTest, RealSafetensorsByRepoIdMatchLocalLoad) {
   if (data.empty()) GTEST_SKIP() << "../shared/data/real not present";
   TempDir cache;
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   HubClient client = MakeClient(store.url(), cache.str());
   int n = 0;
   for (const auto& e : fs::directory_iterator(data / "safetensors")) {
@@ -627,14 +628,14 @@ TEST(PipelineRealDataTest, RealSafetensorsByRepoIdMatchLocalLoad) {
     store.AddRepo(repo_id, repo.path());
     auto hub = LoadStateDict(client, HubRequest(repo_id));
     auto file = safetensors::SafetensorsFile::Open(e.path().string());
-    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    ASSERT_OK(file);
     auto local = LoadTensors(*file, {});
     if (!local.ok()) {  // a dtype LibTorch lacks: the same error by repo id
       ASSERT_FALSE(hub.ok());
       EXPECT_EQ(hub.status().code(), local.status().code());
       continue;
     }
-    ASSERT_TRUE(hub.ok()) << hub.status().ToString();
+    ASSERT_OK(hub);
     ExpectSameStateDict(hub->tensors, *local);
     // The cached file is the original, byte for byte.
     auto a = ReadFileBytes(hub->info.local_files.at(0));
@@ -650,16 +651,16 @@ TEST(PipelineRealDataTest, RealTransformersRepoLayout) {
   fs::path layout = data / "layouts/BogoAI-tiny-transformers-repo";
   TempDir cache;
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("Hugodonotexit/BogoAI", layout);
   HubClient client = MakeClient(store.url(), cache.str());
   auto hub = LoadStateDict(client, HubRequest("Hugodonotexit/BogoAI"));
-  ASSERT_TRUE(hub.ok()) << hub.status().ToString();
+  ASSERT_OK(hub);
   ASSERT_EQ(hub->tensors.size(), 1u);  // MANIFEST: one F32 tensor "dummy_param"
   EXPECT_EQ(hub->tensors[0].first, "dummy_param");
   EXPECT_EQ(hub->tensors[0].second.scalar_type(), at::kFloat);
   auto local = LoadCheckpoint(layout.string(), {}, {});
-  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  ASSERT_OK(local);
   ExpectSameStateDict(hub->tensors, local->tensors);
 }
 
@@ -677,13 +678,13 @@ TEST(PipelineRealDataTest, RealMochiPipelineLayoutMissingShardsAndComponents) {
     fs::copy_file(e.path(), copy.path() / rel);
   }
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("Tixell/Mochi", copy.path());
   HubClient client = MakeClient(store.url(), cache.str());
   PretrainedRequest req = HubRequest("Tixell/Mochi");
 
   auto comps = ListComponents(client, req);
-  ASSERT_TRUE(comps.ok()) << comps.status().ToString();
+  ASSERT_OK(comps);
   std::vector<std::string> names;
   for (const auto& c : *comps) names.push_back(c.name + ":" + c.class_name);
   EXPECT_EQ(names, (std::vector<std::string>{"scheduler:FlowMatchEulerDiscreteScheduler", "text_encoder:T5EncoderModel",
@@ -720,12 +721,12 @@ TEST(PipelineRealDataTest, RealIndexWithGeneratedShardsLoadsByRepoId) {
   TempDir src, cache;
   WriteSharded(src.path() / "text_encoder", "model.safetensors.index.json", shards);
   ServedStore store;
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   store.AddRepo("real/t5-shape", src.path());
   PretrainedRequest req = HubRequest("real/t5-shape");
   req.subfolder = "text_encoder";
   auto r = LoadStateDict(MakeClient(store.url(), cache.str()), req);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->tensors.size(), idx["weight_map"].size());  // MANIFEST: 219
   EXPECT_EQ(r->tensors.size(), 219u);
   std::map<std::string, std::string> want;

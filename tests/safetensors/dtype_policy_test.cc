@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "hubload/safetensors.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -16,7 +17,7 @@ Dtype Loaded(Dtype d, TargetDtype t, const std::string& name = "x", std::vector<
   o.dtype = t;
   o.keep_in_fp32 = std::move(keep);
   auto r = LoadedSafetensorsDtype(d, name, o);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
   return r.ok() ? *r : Dtype::BOOL;
 }
 

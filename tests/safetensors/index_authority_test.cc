@@ -12,6 +12,7 @@
 
 #include "hubload/reasons.h"
 #include "hubload/safetensors.h"
+#include "testing/status_matchers.h"
 
 namespace st = hubload::safetensors;
 using hubload::Code;
@@ -32,17 +33,17 @@ TEST(FieldB49, OptionalOrToolSpecificMetadataParses) {
   };
   for (const auto& text : variants) {
     auto i = st::ParseIndex(text, "model.safetensors.index.json");
-    ASSERT_TRUE(i.ok()) << text << ": " << i.status().ToString();
+    ASSERT_OK(i) << text << ": " << i.status().ToString();
     EXPECT_EQ(i->shards, (std::vector<std::string>{"s1.safetensors", "s2.safetensors"})) << text;
     EXPECT_EQ(i->weight_map.at("a"), "s1.safetensors");
   }
   auto i = st::ParseIndex("{\"metadata\":{\"quantization_level\":\"4\"}," + kMap + "}", "idx.json");
-  ASSERT_TRUE(i.ok());
+  ASSERT_OK(i);
   EXPECT_FALSE(i->total_size.has_value());
   EXPECT_EQ(i->metadata.at("quantization_level"), "4");
   // (iv): total_size is informational: a warning naming both numbers, never an error.
   auto iv = st::ParseIndex("{\"metadata\":{\"total_size\":999}," + kMap + "}", "idx.json");
-  ASSERT_TRUE(iv.ok());
+  ASSERT_OK(iv);
   std::string w = st::TotalSizeWarning(*iv, 24);
   EXPECT_NE(w.find("999"), std::string::npos) << w;
   EXPECT_NE(w.find("24"), std::string::npos) << w;
@@ -54,7 +55,7 @@ TEST(FieldB49, NonStandardShardPrefixes) {  // (vi)
       "{\"weight_map\":{\"a\":\"consolidated-00001-of-00002.safetensors\",\"c\":\"consolidated-00002-of-00002."
       "safetensors\"}}",
       "idx.json");
-  ASSERT_TRUE(i.ok()) << i.status().ToString();
+  ASSERT_OK(i);
   EXPECT_EQ(i->shards.size(), 2u);
 }
 
@@ -72,7 +73,7 @@ TEST(FieldB49, ATruncatedIndexNamesTheFileAndWhereItBroke) {  // (vii)
 
 TEST(FieldB49, TensorsTheIndexDoesNotMapToAShardAreNamed) {
   auto i = st::ParseIndex("{" + kMap + "}", "idx.json");
-  ASSERT_TRUE(i.ok());
+  ASSERT_OK(i);
   // s1 = {a, b, x_old}, s2 = {c, a (other values)}: the mapped shard s1 owns a;
   // the second copy in s2 is "stored twice" (a tensor in several shards).
   std::vector<st::ShardTensors> shards = {{"s1.safetensors", true, "", {{"a", 8}, {"b", 8}, {"x_old", 8}}},
@@ -98,17 +99,17 @@ TEST(FieldB49, TensorsTheIndexDoesNotMapToAShardAreNamed) {
 // shard lacks is still an error.
 TEST(FieldB49, LenientNamesTheTensorsToSkipAndStillRefusesAMissingOne) {
   auto i = st::ParseIndex("{" + kMap + "}", "idx.json");
-  ASSERT_TRUE(i.ok());
+  ASSERT_OK(i);
   std::vector<std::string_view> s1 = {"a", "b", "x_old"}, s2 = {"c", "a"};
   auto k1 = st::ShardTensorsNotMappedHere(*i, "s1.safetensors", s1);
-  ASSERT_TRUE(k1.ok()) << k1.status().ToString();
+  ASSERT_OK(k1);
   EXPECT_EQ(*k1, (std::vector<std::string>{"x_old"}));
   auto k2 = st::ShardTensorsNotMappedHere(*i, "s2.safetensors", s2);
-  ASSERT_TRUE(k2.ok()) << k2.status().ToString();
+  ASSERT_OK(k2);
   EXPECT_EQ(*k2, (std::vector<std::string>{"a"}));
   std::vector<std::string_view> agrees = {"c"};
   auto k3 = st::ShardTensorsNotMappedHere(*i, "s2.safetensors", agrees);
-  ASSERT_TRUE(k3.ok());
+  ASSERT_OK(k3);
   EXPECT_TRUE(k3->empty());
   std::vector<std::string_view> lacks_b = {"a", "x_old"};
   auto e = st::ShardTensorsNotMappedHere(*i, "s1.safetensors", lacks_b);

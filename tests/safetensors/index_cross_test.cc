@@ -12,6 +12,7 @@
 #include "safetensors/cli_run.h"
 #include "safetensors/independent.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 using namespace hubload::testing;
 namespace st = hubload::safetensors;
@@ -146,7 +147,7 @@ TEST(InspectIndexCrossCheck, TotalSizeMismatchWarnsAndFailsUnderStrict) {
 TEST(CheckIndexAgainstShards, SameRulesAsTheLoadCheck) {
   auto idx = st::ParseIndex(R"({"metadata":{"total_size":12},"weight_map":{"a":"s1.safetensors","b":"s2.safetensors"}})",
                             "idx");
-  ASSERT_TRUE(idx.ok());
+  ASSERT_OK(idx);
   std::vector<st::ShardTensors> shards(2);
   shards[0].shard = "s1.safetensors";
   shards[0].tensors = {{"a", 4}, {"b", 4}};

@@ -5,6 +5,7 @@
 #include "safetensors/independent.h"
 #include "testing/json_mutate.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace st = hubload::safetensors;
 using hubload::Code;
@@ -36,7 +37,7 @@ TEST(SafetensorsIndex, ParsesShardsMetadataAndGroups) {
     }
   })";
   auto r = st::ParseIndex(text, kLabel);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->weight_map.size(), 3u);
   EXPECT_EQ(r->weight_map.at("b.weight"), "model-00002-of-00002.safetensors");
   ASSERT_TRUE(r->total_size.has_value());
@@ -51,10 +52,10 @@ TEST(SafetensorsIndex, ParsesShardsMetadataAndGroups) {
 
 TEST(SafetensorsIndex, MetadataOptionalAndTotalSizeForms) {
   auto r = st::ParseIndex(R"({"weight_map": {"a": "m.safetensors"}})", kLabel);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_FALSE(r->total_size.has_value());
   auto f = st::ParseIndex(R"({"metadata": {"total_size": 2.5e9}, "weight_map": {}})", kLabel);
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   EXPECT_EQ(*f->total_size, 2500000000u);
   EXPECT_TRUE(f->shards.empty());
 }
@@ -104,16 +105,16 @@ st::Header MakeHeader(std::vector<std::string> names) {
   text += "}";
   auto bytes = BuildFile(text, std::vector<uint8_t>(off));
   auto h = st::ParseHeader(bytes.data(), bytes.size(), bytes.size(), "shard");
-  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_OK(h);
   return h.ok() ? *h : st::Header{};
 }
 
 TEST(SafetensorsIndex, CheckShardAgainstIndex) {
   auto idx = st::ParseIndex(R"({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors", "c": "s2.safetensors"}})",
                             kLabel);
-  ASSERT_TRUE(idx.ok());
-  EXPECT_TRUE(st::CheckShardAgainstIndex(*idx, "s1.safetensors", MakeHeader({"a", "b"})).ok());
-  EXPECT_TRUE(st::CheckShardAgainstIndex(*idx, "s2.safetensors", MakeHeader({"c"})).ok());
+  ASSERT_OK(idx);
+  EXPECT_OK(st::CheckShardAgainstIndex(*idx, "s1.safetensors", MakeHeader({"a", "b"})));
+  EXPECT_OK(st::CheckShardAgainstIndex(*idx, "s2.safetensors", MakeHeader({"c"})));
 
   auto missing = st::CheckShardAgainstIndex(*idx, "s1.safetensors", MakeHeader({"a"}));
   EXPECT_EQ(missing.reason(), "IndexTensorMissing");
@@ -155,7 +156,7 @@ TEST(SafetensorsIndex, EveryFieldOfEveryType) {
   json doc = {{"metadata", {{"total_size", 1234}, {"format", "pt"}}},
               {"weight_map", {{"a.weight", "model-00001-of-00002.safetensors"},
                               {"b.weight", "model-00002-of-00002.safetensors"}}}};
-  ASSERT_TRUE(st::ParseIndex(doc.dump(), kLabel).ok());
+  ASSERT_OK(st::ParseIndex(doc.dump(), kLabel));
   int runs = MutateEveryField(
       doc, [](const json& j) { return st::ParseIndex(j.dump(), kLabel).status(); },
       {{"/weight_map", json::value_t::object},
@@ -170,7 +171,7 @@ TEST(SafetensorsIndex, EveryFieldOfEveryType) {
     json m = doc;
     m["metadata"]["format"] = t;
     auto r = st::ParseIndex(m.dump(), kLabel);
-    ASSERT_TRUE(r.ok()) << t.dump() << ": " << r.status().ToString();
+    ASSERT_OK(r) << t.dump() << ": " << r.status().ToString();
     EXPECT_EQ(r->metadata.at("format"), t.is_string() ? t.get<std::string>() : t.dump()) << t.dump();
   }
 }

@@ -12,6 +12,7 @@
 #include "hubload/safetensors.h"
 #include "safetensors/independent.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace st = hubload::safetensors;
 using hubload::Code;
@@ -44,7 +45,7 @@ void ExpectMetadataError(const std::string& text, const std::string& must_name) 
 TEST(FieldB48, EmptyOrNullMetadataIsNoMetadataAndNeverATensor) {
   for (const std::string meta : {"{}", "null"}) {  // (a), (b)
     auto r = Parse("{\"__metadata__\":" + meta + "," + kW + "}");
-    ASSERT_TRUE(r.ok()) << meta << ": " << r.status().ToString();
+    ASSERT_OK(r) << meta << ": " << r.status().ToString();
     EXPECT_TRUE(r->metadata.empty()) << meta;
     ASSERT_EQ(r->tensors.size(), 1u);
     EXPECT_EQ(r->tensors[0].name, "w");
@@ -63,12 +64,12 @@ TEST(FieldB48, NonStringValuesAreRefusedNamingTheKeyAndTheType) {
 
 TEST(FieldB48, ZeroTensorsLoadWithOrWithoutMetadata) {
   auto d = Parse("{\"__metadata__\":{\"k\":\"v\"}}", {});  // (d)
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_OK(d);
   EXPECT_TRUE(d->tensors.empty());
   EXPECT_EQ(d->metadata, (std::map<std::string, std::string>{{"k", "v"}}));
   EXPECT_EQ(d->file_size, d->data_start);
   auto e = Parse("{}      ", {});  // (e): 8 + 8 bytes
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_OK(e);
   EXPECT_TRUE(e->tensors.empty());
   EXPECT_EQ(e->file_size, 16u);
 }
@@ -83,8 +84,8 @@ TEST(FieldB48, MetadataTwiceIsADuplicateKey) {
 TEST(FieldB48, NoFormatKeyAndMetadataAfterTheTensorsAreAccepted) {
   auto first = Parse("{\"__metadata__\":{\"k\":\"v\"}," + kW + "}");
   auto last = Parse("{" + kW + ",\"__metadata__\":{\"k\":\"v\"}}");  // (i)
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
-  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  ASSERT_OK(first);
+  ASSERT_OK(last);
   EXPECT_EQ(first->metadata, last->metadata);
   EXPECT_EQ(first->metadata.count("format"), 0u);  // (h): not required
   ASSERT_EQ(last->tensors.size(), 1u);
@@ -105,7 +106,7 @@ TEST(FieldB48, WriterOutputsAreStrictJsonAlignedAndRoundTrip) {
     std::vector<st::TensorToWrite> t;
     if (cases[i].with_tensor) t.push_back({"w", st::Dtype::F32, {2}, w, sizeof w});
     auto path = (tmp.path() / ("c" + std::to_string(i) + ".safetensors")).string();
-    ASSERT_TRUE(st::WriteFile(path, t, cases[i].meta).ok()) << i;
+    ASSERT_OK(st::WriteFile(path, t, cases[i].meta)) << i;
     auto bytes = ReadFileBytes(path);
     RawHeader raw = DecodeRaw(bytes);
     ASSERT_TRUE(raw.ok) << i;
@@ -118,7 +119,7 @@ TEST(FieldB48, WriterOutputsAreStrictJsonAlignedAndRoundTrip) {
       EXPECT_EQ(j["__metadata__"], nlohmann::json(cases[i].meta)) << raw.text;
     }
     auto back = st::ParseHeader(bytes.data(), bytes.size(), bytes.size(), path);
-    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_OK(back);
     EXPECT_EQ(back->metadata, cases[i].meta);
     EXPECT_EQ(back->tensors.size(), cases[i].with_tensor ? 1u : 0u);
     if (cases[i].with_tensor) {

@@ -11,6 +11,7 @@
 #include "hubload/safetensors.h"
 #include "safetensors/independent.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 namespace st = hubload::safetensors;
@@ -172,7 +173,7 @@ TEST_F(RealFiles, EverySafetensorsFileMatchesManifestAndRawBytes) {
     ASSERT_EQ(Sha256Hex(bytes.data(), bytes.size()), mf.sha256);
 
     auto h = st::ReadMetadata(p.string());
-    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_OK(h);
     RawHeader raw = DecodeRaw(bytes);
     ASSERT_TRUE(raw.ok);
 
@@ -233,7 +234,7 @@ TEST_F(RealFiles, MappedViewsEqualRawBytes) {
     SCOPED_TRACE(p.string());
     auto bytes = ReadFileBytes(p);
     auto f = st::SafetensorsFile::Open(p.string());
-    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_OK(f);
     EXPECT_EQ(f->mapping()->size(), bytes.size());
     RawHeader raw = DecodeRaw(bytes);
     for (const auto& [name, r] : raw.tensors) {
@@ -252,7 +253,7 @@ TEST_F(RealFiles, SpecificValuesFromManifestNotes) {
   auto get = [&](const std::string& rel) { return st::ReadMetadata((root_ / rel).string()); };
   {
     auto h = get("safetensors/Astrodata-project__astrodata__model.safetensors");
-    ASSERT_TRUE(h.ok());
+    ASSERT_OK(h);
     const auto* t = h->Find("bn1.num_batches_tracked");
     ASSERT_NE(t, nullptr);
     EXPECT_EQ(t->dtype, st::Dtype::I64);
@@ -262,21 +263,21 @@ TEST_F(RealFiles, SpecificValuesFromManifestNotes) {
   }
   {
     auto h = get("safetensors/huggingface__candle__jfk-codes.safetensors");
-    ASSERT_TRUE(h.ok());
+    ASSERT_OK(h);
     ASSERT_EQ(h->tensors.size(), 1u);
     EXPECT_EQ(h->tensors[0].shape, (std::vector<uint64_t>{1, 2, 828}));
     EXPECT_EQ(h->tensors[0].nbytes(), 1u * 2 * 828 * 8);
   }
   {
     auto h = get("safetensors/run-ai__runai-model-streamer__test_empty.safetensors");
-    ASSERT_TRUE(h.ok());
+    ASSERT_OK(h);
     EXPECT_TRUE(h->tensors.empty());
     EXPECT_EQ(h->header_len, 8u);
     EXPECT_EQ(h->file_size, 16u);
   }
   {
     auto h = get("layouts/BogoAI-tiny-transformers-repo/model.safetensors");
-    ASSERT_TRUE(h.ok());
+    ASSERT_OK(h);
     ASSERT_NE(h->Find("dummy_param"), nullptr);
     EXPECT_EQ(h->Find("dummy_param")->dtype, st::Dtype::F32);
     EXPECT_EQ(h->metadata.at("format"), "pt");
@@ -289,13 +290,13 @@ TEST_F(RealFiles, PrefixParseEqualsFullParse) {
     SCOPED_TRACE(p.string());
     auto bytes = ReadFileBytes(p);
     auto need = st::PeekHeaderLength(bytes.data(), 8, bytes.size(), "x");
-    ASSERT_TRUE(need.ok()) << need.status().ToString();
+    ASSERT_OK(need);
     RawHeader raw = DecodeRaw(bytes);
     EXPECT_EQ(*need, 8 + raw.n);
     auto full = st::ParseHeader(bytes.data(), bytes.size(), bytes.size(), "x");
     auto pre = st::ParseHeader(bytes.data(), static_cast<size_t>(*need), bytes.size(), "x");
-    ASSERT_TRUE(full.ok());
-    ASSERT_TRUE(pre.ok()) << pre.status().ToString();
+    ASSERT_OK(full);
+    ASSERT_OK(pre);
     ASSERT_EQ(full->tensors.size(), pre->tensors.size());
     for (size_t i = 0; i < full->tensors.size(); ++i) {
       EXPECT_EQ(full->tensors[i].name, pre->tensors[i].name);
@@ -316,7 +317,7 @@ TEST_F(RealFiles, EveryIndexParsesAndListsItsShards) {
     std::string rel = fs::relative(p, root_).string();
     SCOPED_TRACE(rel);
     auto idx = st::ReadIndex(p.string());
-    ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+    ASSERT_OK(idx);
     // Independent read.
     auto j = nlohmann::json::parse(Slurp(p), nullptr, false);
     ASSERT_TRUE(j.is_object());

@@ -16,6 +16,7 @@
 #include "safetensors/independent.h"
 #include "testing/json_mutate.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -29,10 +30,8 @@ struct HandTensor {
 };
 
 std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
+  const std::string s = hubload::testing::PatternBytes(n, seed);
+  return {s.begin(), s.end()};
 }
 
 // A safetensors file assembled here: tensors in the given order, `meta` as __metadata__ (null: none).
@@ -85,7 +84,7 @@ ReshardSource Sharded(const fs::path& d) {
 ReshardResult MustReshard(const ReshardSource& src, const fs::path& out, uint64_t max, ReshardOptions o = {}) {
   o.max_shard_size = max;
   auto r = ReshardCheckpoint(src, out.string(), o);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
   return r.ok() ? *r : ReshardResult{};
 }
 
@@ -395,7 +394,7 @@ TEST(Reshard, IndexOfEveryTypeIsCarriedOrRefusedNamingTheIndex) {
     fs::remove_all(out);
     return r.status();
   };
-  ASSERT_TRUE(reshard(meta_doc).ok());
+  ASSERT_OK(reshard(meta_doc));
   int runs = testing::MutateEveryField(
       meta_doc, reshard,
       {{"/metadata", nlohmann::json::value_t::object, false},

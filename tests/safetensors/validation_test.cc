@@ -7,6 +7,7 @@
 #include "hubload/safetensors.h"
 #include "safetensors/independent.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace st = hubload::safetensors;
 using hubload::Code;
@@ -93,7 +94,7 @@ TEST(SafetensorsValidation, InvalidHeaderUtf8) {
   // Valid multi-byte names (2-, 3-, 4-byte sequences, U+10FFFF) pass UTF-8 and parse.
   std::string name = "w\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF";
   auto r = Parse(BuildFile("{" + T(name, "U8", "[2]", 0, 2) + "}", Zeros(2)));
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->tensors[0].name, name);
 }
 
@@ -130,7 +131,7 @@ TEST(SafetensorsValidation, DeepNestingIsRejectedWithoutCrash) {
   // Brackets inside strings do not count.
   std::string name(500, '[');
   auto r = Parse(BuildFile("{" + T(name, "U8", "[1]", 0, 1) + "}", Zeros(1)));
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
 }
 
 TEST(SafetensorsValidation, UnknownDtype) {
@@ -182,8 +183,8 @@ TEST(SafetensorsValidation, MisalignedSlice) {
   ExpectReason(Parse(BuildFile("{" + T("a", "F4", "[3]", 0, 2) + "}", Zeros(2))), "MisalignedSlice", "a");
   ExpectReason(Parse(BuildFile("{" + T("a", "F6_E2M3", "[3]", 0, 2) + "}", Zeros(2))), "MisalignedSlice", "a");
   // 4 x 6-bit = 3 bytes is fine; 2 x 4-bit = 1 byte is fine.
-  EXPECT_TRUE(Parse(BuildFile("{" + T("a", "F6_E3M2", "[4]", 0, 3) + "}", Zeros(3))).ok());
-  EXPECT_TRUE(Parse(BuildFile("{" + T("a", "F4", "[2]", 0, 1) + "}", Zeros(1))).ok());
+  EXPECT_OK(Parse(BuildFile("{" + T("a", "F6_E3M2", "[4]", 0, 3) + "}", Zeros(3))));
+  EXPECT_OK(Parse(BuildFile("{" + T("a", "F4", "[2]", 0, 1) + "}", Zeros(1))));
 }
 
 TEST(SafetensorsValidation, TensorInvalidInfoMessage) {
@@ -230,13 +231,13 @@ TEST(SafetensorsValidation, AcceptedEdgeCases) {
   // Leading/trailing JSON whitespace (Rust test_whitespace_*_padded_header).
   {
     auto r = Parse(BuildFile("  \n{" + T("a", "U8", "[2]", 0, 2) + "}\t  ", Zeros(2)));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     EXPECT_EQ(r->tensors.size(), 1u);
   }
   // Empty header "{}" padded to 8: zero tensors, no data.
   {
     auto r = Parse(BuildFile("{}      "));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     EXPECT_TRUE(r->tensors.empty());
     EXPECT_EQ(r->data_start, 16u);
   }
@@ -247,7 +248,7 @@ TEST(SafetensorsValidation, AcceptedEdgeCases) {
                        T("z2", "I64", "[5,0]", 0, 0) + "," + T("s", "F64", "[]", 0, 8) + "," +
                        "\"x\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12],\"extra\":[1]}}";
     auto r = Parse(BuildFile(text, Zeros(12)));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     ASSERT_EQ(r->tensors.size(), 4u);
     EXPECT_TRUE(r->metadata.empty());
     // File order: z1, z2 (both [0,0], by name), s [0,8], x [8,12].
@@ -278,7 +279,7 @@ TEST(SafetensorsValidation, EveryPrefixOfSmallFilesFails) {
   }
   TempDir tmp;
   for (const auto& full : files) {
-    ASSERT_TRUE(Parse(full).ok()) << Parse(full).status().ToString();
+    ASSERT_OK(Parse(full));
     for (size_t len = 0; len < full.size(); ++len) {
       std::vector<uint8_t> prefix(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(len));
       auto r = st::ParseHeader(prefix.data(), prefix.size(), prefix.size(), kLabel);
@@ -314,7 +315,7 @@ TEST(SafetensorsValidation, FileErrors) {
   auto empty = tmp.path() / "empty.safetensors";
   WriteFileBytes(empty, "");
   auto em = st::MappedFile::Open(empty.string());
-  ASSERT_TRUE(em.ok()) << em.status().ToString();
+  ASSERT_OK(em);
   EXPECT_EQ((*em)->size(), 0u);
   EXPECT_EQ((*em)->path(), empty.string());
   auto ef = st::SafetensorsFile::Open(empty.string());

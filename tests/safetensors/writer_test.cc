@@ -10,6 +10,7 @@
 #include "hubload/safetensors.h"
 #include "safetensors/independent.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 namespace st = hubload::safetensors;
@@ -19,10 +20,8 @@ using namespace hubload::testing;
 namespace {
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
+  const std::string s = PatternBytes(n, seed);
+  return {s.begin(), s.end()};
 }
 
 std::vector<std::string> DirEntries(const fs::path& d) {
@@ -61,7 +60,7 @@ TEST(SafetensorsWriter, RoundTripEveryDtypeZeroDAndZeroSized) {
     in.push_back({specs[i].name, *dt, specs[i].shape, payloads[i].empty() ? nullptr : payloads[i].data(),
                   payloads[i].size()});
   }
-  ASSERT_TRUE(st::WriteFile(path.string(), in, {{"format", "pt"}, {"note", "h\xC3\xA9llo"}}).ok());
+  ASSERT_OK(st::WriteFile(path.string(), in, {{"format", "pt"}, {"note", "h\xC3\xA9llo"}}));
   EXPECT_EQ(DirEntries(tmp.path()), std::vector<std::string>{"model.safetensors"});
 
   // Independent decode of the raw bytes.
@@ -100,7 +99,7 @@ TEST(SafetensorsWriter, RoundTripEveryDtypeZeroDAndZeroSized) {
 
   // Reader: header and zero-copy data equal to what was written.
   auto f = st::SafetensorsFile::Open(path.string());
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   for (size_t i = 0; i < specs.size(); ++i) {
     SCOPED_TRACE(specs[i].name);
     const auto* t = f->header().Find(specs[i].name);
@@ -120,7 +119,7 @@ TEST(SafetensorsWriter, EmptyFileMatchesRustBytes) {
   // run-ai test_empty.safetensors, sha256 from MANIFEST.md).
   TempDir tmp;
   auto path = tmp.path() / "empty.safetensors";
-  ASSERT_TRUE(st::WriteFile(path.string(), {}, {}).ok());
+  ASSERT_OK(st::WriteFile(path.string(), {}, {}));
   auto bytes = ReadFileBytes(path);
   std::vector<uint8_t> expect = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
   EXPECT_EQ(bytes, expect);
@@ -139,7 +138,7 @@ TEST(SafetensorsWriter, ReserializingRustWrittenFilesIsByteIdentical) {
                           "layouts/BogoAI-tiny-transformers-repo/model.safetensors"}) {
     SCOPED_TRACE(rel);
     auto src = st::SafetensorsFile::Open((root / rel).string());
-    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    ASSERT_OK(src);
     std::vector<st::TensorToWrite> ts;
     // Hand the tensors over in reverse name order: the writer must re-sort.
     for (auto it = src->header().tensors.rbegin(); it != src->header().tensors.rend(); ++it) {
@@ -148,7 +147,7 @@ TEST(SafetensorsWriter, ReserializingRustWrittenFilesIsByteIdentical) {
     }
     TempDir tmp;
     auto out = tmp.path() / "copy.safetensors";
-    ASSERT_TRUE(st::WriteFile(out.string(), ts, src->header().metadata).ok());
+    ASSERT_OK(st::WriteFile(out.string(), ts, src->header().metadata));
     auto a = ReadFileBytes(root / rel);
     auto b = ReadFileBytes(out);
     EXPECT_EQ(Sha256Hex(a.data(), a.size()), Sha256Hex(b.data(), b.size()));
@@ -159,18 +158,18 @@ TEST(SafetensorsWriter, OverwriteWhileMappedKeepsReaderView) {
   TempDir tmp;
   auto path = (tmp.path() / "m.safetensors").string();
   auto v1 = RandomBytes(4096, 7);
-  ASSERT_TRUE(st::WriteFile(path, {{"w", st::Dtype::F32, {1024}, v1.data(), v1.size()}}).ok());
+  ASSERT_OK(st::WriteFile(path, {{"w", st::Dtype::F32, {1024}, v1.data(), v1.size()}}));
   auto reader = st::SafetensorsFile::Open(path);
-  ASSERT_TRUE(reader.ok());
+  ASSERT_OK(reader);
   auto view = reader->data(*reader->header().Find("w"));
   auto v2 = RandomBytes(64, 8);
-  ASSERT_TRUE(st::WriteFile(path, {{"other", st::Dtype::U8, {64}, v2.data(), v2.size()}}).ok());
+  ASSERT_OK(st::WriteFile(path, {{"other", st::Dtype::U8, {64}, v2.data(), v2.size()}}));
   // Old view unchanged.
   ASSERT_EQ(view.size(), v1.size());
   EXPECT_TRUE(std::equal(view.begin(), view.end(), v1.begin()));
   // New readers see the new file.
   auto again = st::SafetensorsFile::Open(path);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(again->header().Find("w"), nullptr);
   ASSERT_NE(again->header().Find("other"), nullptr);
   EXPECT_EQ(DirEntries(tmp.path()), std::vector<std::string>{"m.safetensors"});
@@ -207,7 +206,7 @@ TEST(SafetensorsWriter, SerializeHeaderPrefix) {
   std::vector<uint8_t> a(8), b(2);
   std::vector<st::TensorToWrite> ts = {{"b", st::Dtype::U8, {2}, b.data(), 2}, {"a", st::Dtype::F64, {1}, a.data(), 8}};
   auto r = st::SerializeHeader(&ts, {});
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   // Hand-written expectation: F64 sorts before U8; no __metadata__ when empty.
   std::string json = R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[2],"data_offsets":[8,10]}})";
   while (json.size() % 8) json += ' ';

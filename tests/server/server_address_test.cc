@@ -5,6 +5,7 @@
 // from the ports and names the test chose.
 #include "hubload/hub.h"
 #include "server/server_fixture.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -22,8 +23,8 @@ struct Served {
 std::unique_ptr<Served> Serve(server::ServerOptions o) {
   auto s = std::make_unique<Served>();
   s->files = {{"config.json", "{\"x\": 1}\n"},
-              {"model.safetensors", RandomBytes(5000, 11)},
-              {"w/shard.bin", RandomBytes(3000, 12)},
+              {"model.safetensors", PatternBytes(5000, 11)},
+              {"w/shard.bin", PatternBytes(3000, 12)},
               {"a.txt", "a\n"},
               {"b.txt", "b\n"}};
   server::CreateRepoOptions co;
@@ -57,7 +58,7 @@ void ExpectSnapshot(const Served& s, const std::string& endpoint) {
   SnapshotRequest req;
   req.repo_id = "org/m";
   auto dir = client.Snapshot(req);
-  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  ASSERT_OK(dir);
   for (auto& [p, content] : s.files) {
     auto bytes = ReadFileBytes(fs::path(*dir) / p);
     EXPECT_EQ(std::string(bytes.begin(), bytes.end()), content) << p;

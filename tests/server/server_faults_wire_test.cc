@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "server/server_fixture.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -32,7 +33,7 @@ TEST(FaultsWire, TotalBandwidthIsSharedByConnections) {
   server::ServerOptions o;
   auto hub = StartTestHub(o);
   ASSERT_TRUE(hub);
-  std::string a = RandomBytes(1 << 20, 31), b = RandomBytes(1 << 20, 32);
+  std::string a = PatternBytes(1 << 20, 31), b = PatternBytes(1 << 20, 32);
   hub->AddRepo("org/big", {{"a.txt", a}, {"b.txt", b}});  // regular files: served by the hub listener
   hub->faults().SetTotalBandwidthBytesPerSec(4 << 20);
   std::string got_a, got_b;
@@ -290,8 +291,8 @@ TEST(FaultsWire, ServeFlagsSetTheSwitches) {
   TempDir store;
   server::CreateRepoOptions co;
   co.lfs_threshold_bytes = 100;
-  std::string big = RandomBytes(1000, 41);
-  ASSERT_TRUE(server::CreateRepoFromFiles(store.str(), "org/m", {{"a.txt", "a"}, {"w.bin", big}}, co).ok());
+  std::string big = PatternBytes(1000, 41);
+  ASSERT_OK(server::CreateRepoFromFiles(store.str(), "org/m", {{"a.txt", "a"}, {"w.bin", big}}, co));
   ServeProcess p;
   ASSERT_TRUE(StartServe(store.str(),
                          {"--path-prefix", "/pre", "--fault-rate-limit", "api:1:60:retry-after", "--fault-redirect",
@@ -348,10 +349,10 @@ TEST(FaultsWire, ServeAndStoreSizesUseTheOneGrammar) {
       << err;
   std::string kib = out.substr(0, 40);
   EXPECT_EQ(blob_name_size("kib", kib, "a.txt"), 40u);  // 1000 < 1024
-  std::string big = RandomBytes(1000, 43);
+  std::string big = PatternBytes(1000, 43);
   server::CreateRepoOptions co;
   co.lfs_threshold_bytes = 100;
-  ASSERT_TRUE(server::CreateRepoFromFiles(store.str(), "org/m", {{"w.bin", big}}, co).ok());
+  ASSERT_OK(server::CreateRepoFromFiles(store.str(), "org/m", {{"w.bin", big}}, co));
   ServeProcess p;
   ASSERT_TRUE(StartServe(store.str(),
                          {"--fault-url-bytes", "0.6KB", "--fault-bandwidth", "150MB", "--fault-total-bandwidth", "1GiB",

@@ -56,12 +56,6 @@ inline std::string Base64(const std::string& in) {
   out.resize(static_cast<size_t>(n));
   return out;
 }
-inline std::string RandomBytes(size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(g() & 0xff);
-  return s;
-}
 
 struct Reply {
   long status = 0;
@@ -197,7 +191,7 @@ class ServerTest : public ::testing::Test {
     hub_ = StartTestHub(o);
     ASSERT_TRUE(hub_);
     files_ = {{"config.json", "{\"hidden_size\": 8}\n"},
-              {"weights/model.safetensors", RandomBytes(5000, 1)},
+              {"weights/model.safetensors", PatternBytes(5000, 1)},
               {"empty.txt", ""},
               {"a b#c?.txt", "odd name\n"},
               {"sub/dir/deep.txt", "deep\n"}};

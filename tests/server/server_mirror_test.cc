@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "server/server_fixture.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -29,7 +30,7 @@ TEST(ServerMirror, ServesAPlainCacheFolder) {
   o.root = cache.str();
   o.read_only = true;
   auto s = server::Server::Start(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   Reply r = Get((*s)->url() + "/org/cached/resolve/main/f.txt");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, content);
@@ -79,8 +80,8 @@ void WriteTreeListing(const fs::path& repo, const std::string& commit, const std
 
 struct MirrorFixture {
   std::map<std::string, std::string> files = {{"config.json", "{\"layers\": 2}\n"},
-                                              {"model-00001-of-00002.safetensors", RandomBytes(3000, 21)},
-                                              {"model-00002-of-00002.safetensors", RandomBytes(2500, 22)},
+                                              {"model-00001-of-00002.safetensors", PatternBytes(3000, 21)},
+                                              {"model-00002-of-00002.safetensors", PatternBytes(2500, 22)},
                                               {"tok/vocab.txt", "a\nb\nc\n"},
                                               {"README.md", "# m\n"}};
   std::set<std::string> lfs = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
@@ -106,7 +107,7 @@ TEST(ServerMirror, ListingMakesAPartialCacheCompleteAndMissingFiles404) {
   o.read_only = true;
   o.access_log = logs.str() + "/access.log";
   auto s = server::Server::Start(o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   std::string url = (*s)->url();
 
   json info = json::parse(Get(url + "/api/models/org/m?blobs=true").body);
@@ -169,7 +170,7 @@ TEST(ServerMirror, CorruptListingIsIgnored) {
   server::ServerOptions o;
   o.root = cache.str();
   auto s = server::Server::Start(o);
-  ASSERT_TRUE(s.ok());
+  ASSERT_OK(s);
   json info = json::parse(Get((*s)->url() + "/api/models/org/c").body);
   ASSERT_EQ(info["siblings"].size(), 1u);  // the walk of the snapshot, as without a listing
   EXPECT_EQ(info["siblings"][0]["rfilename"], "a.txt");
@@ -183,12 +184,12 @@ TEST(ServerMirror, PullThroughFetchesEachMissingFileOnceForConcurrentClients) {
   co.lfs_threshold_bytes = 1000;
   co.lfs_by_extension = false;
   auto commit = server::CreateRepoFromFiles(up_store.str(), "org/m", m.files, co);
-  ASSERT_TRUE(commit.ok()) << commit.status().ToString();
+  ASSERT_OK(commit);
   server::ServerOptions uo;
   uo.root = up_store.str();
   uo.access_log = up_logs.str() + "/access.log";
   auto up = server::Server::Start(uo);
-  ASSERT_TRUE(up.ok());
+  ASSERT_OK(up);
   // The mirror's cache: part of that commit, and its listing.
   fs::path repo = cache.path() / "models--org--m";
   for (auto& p : m.present) CacheFile(repo, *commit, p, m.files[p], m.lfs.count(p) > 0);
@@ -199,7 +200,7 @@ TEST(ServerMirror, PullThroughFetchesEachMissingFileOnceForConcurrentClients) {
   mo.read_only = true;
   mo.upstream = (*up)->url();
   auto mirror = server::Server::Start(mo);
-  ASSERT_TRUE(mirror.ok()) << mirror.status().ToString();
+  ASSERT_OK(mirror);
 
   std::vector<std::string> missing;
   for (auto& [p, c] : m.files)

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "server/server_fixture.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -56,8 +57,8 @@ TEST_F(RefsTest, RefsListsBranchesTagsConvertsAndPullRequests) {
   ASSERT_EQ(refs["branches"].size(), 1u);
   EXPECT_EQ(refs["branches"][0], (json{{"name", "main"}, {"ref", "refs/heads/main"}, {"targetCommit", commit_}}));
   EXPECT_TRUE(refs["tags"].empty());
-  ASSERT_TRUE(server::SetRef(hub_->root.str(), "org/model", "refs/pr/1", commit_).ok());
-  ASSERT_TRUE(server::SetRef(hub_->root.str(), "org/model", "refs/convert/parquet", commit_).ok());
+  ASSERT_OK(server::SetRef(hub_->root.str(), "org/model", "refs/pr/1", commit_));
+  ASSERT_OK(server::SetRef(hub_->root.str(), "org/model", "refs/convert/parquet", commit_));
   json with_prs = Refs(true);
   EXPECT_EQ(with_prs["pullRequests"],
             (json::array({{{"name", "refs/pr/1"}, {"ref", "refs/pr/1"}, {"targetCommit", commit_}}})));
@@ -173,7 +174,7 @@ TEST_F(RefsTest, DeletingASlashNameFreesItsPrefix) {
   server::CommitOptions co;
   co.branch = "dev";
   auto made = server::ReplaceFile(hub_->root.str(), "org/model", "e.txt", "e", co);
-  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  ASSERT_OK(made);
   EXPECT_EQ(RefFile("dev"), *made);
   std::string on_dev = CommitFile("dev", "d.txt", "d", "on dev");
   EXPECT_EQ(RefFile("dev"), on_dev);

@@ -1,6 +1,7 @@
 // `hubload serve` downloads: resolve/raw headers, LFS redirect and CDN, ranges,
 // conditional requests, revision and path encodings, error codes, access rules.
 #include "server/server_fixture.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -115,8 +116,8 @@ TEST_F(ServerTest, RevisionForms) {
   std::string path = "/config.json";
   EXPECT_EQ(Get(U("/org/model/resolve/" + commit_ + path)).status, 200);
   EXPECT_EQ(Get(U("/org/model/resolve/" + commit_.substr(0, 7) + path)).status, 200);
-  ASSERT_TRUE(server::SetRef(hub_->root.str(), "org/model", "refs/pr/1", commit_).ok());
-  ASSERT_TRUE(server::SetRef(hub_->root.str(), "org/model", "feature/x", commit_).ok());
+  ASSERT_OK(server::SetRef(hub_->root.str(), "org/model", "refs/pr/1", commit_));
+  ASSERT_OK(server::SetRef(hub_->root.str(), "org/model", "feature/x", commit_));
   Reply pr = Get(U("/org/model/resolve/refs%2Fpr%2F1" + path));
   EXPECT_EQ(pr.status, 200);
   EXPECT_EQ(pr.h("x-repo-commit"), commit_);

@@ -217,7 +217,7 @@ TEST_F(RobustTest, CommitLinesWithEveryWrongType) {
 }
 
 TEST_F(RobustTest, MultipartCompletionBodies) {
-  std::string big = RandomBytes(2500, 5);
+  std::string big = PatternBytes(2500, 5);
   std::string batch = json{{"operation", "upload"},
                            {"transfers", {"basic", "multipart"}},
                            {"objects", {{{"oid", Sha256(big)}, {"size", 2500}}}}}
@@ -475,7 +475,7 @@ TEST_F(RobustTest, MalformedAuthorization) {
 // and names: 4xx with a JSON error (or 200 where the input is harmless), never
 // a 5xx, and the server goes on.
 TEST_F(RobustTest, PutVerifyAndDeleteWithMalformedInput) {
-  const std::string content = RandomBytes(2500, 7);  // 3 parts of the fixture's 1000-byte chunks
+  const std::string content = PatternBytes(2500, 7);  // 3 parts of the fixture's 1000-byte chunks
   const std::string oid = Sha256(content);
   std::string batch = json{{"operation", "upload"}, {"transfers", {"basic", "multipart"}},
                            {"objects", {{{"oid", oid}, {"size", content.size()}}}}}

@@ -18,7 +18,7 @@ TEST_F(ServerTest, UploadFlowBasicMultipartCommitAndPr) {
   EXPECT_EQ(Http("POST", U("/api/repos/create"), auth, &create).status, 409);
   std::string head = json::parse(Get(U("/api/models/org/up")).body)["sha"];
 
-  std::string small = RandomBytes(700, 2), big = RandomBytes(2500, 3);  // chunk size 1000 -> 3 parts
+  std::string small = PatternBytes(700, 2), big = PatternBytes(2500, 3);  // chunk size 1000 -> 3 parts
   std::string pre = json{{"files", {{{"path", "x.bin"}, {"size", 700}, {"sample", Base64(small.substr(0, 512))}},
                                     {{"path", "readme.md"}, {"size", 5}, {"sample", Base64("hello")}}}}}
                         .dump();
@@ -40,7 +40,7 @@ TEST_F(ServerTest, UploadFlowBasicMultipartCommitAndPr) {
   json basic = bj["objects"][0]["actions"]["upload"];
   EXPECT_FALSE(basic.contains("header"));
   // Wrong content for the oid is refused, the right content accepted (no Authorization).
-  std::string wrong = RandomBytes(700, 9);
+  std::string wrong = PatternBytes(700, 9);
   EXPECT_EQ(Http("PUT", basic["href"], {}, &wrong).status, 400);
   EXPECT_EQ(Http("PUT", basic["href"], {}, &small).status, 200);
   json mp = bj["objects"][1]["actions"]["upload"];

@@ -10,6 +10,7 @@
 #include "hub/server/store_internal.h"
 #include "server/server_fixture.h"
 #include "testing/json_mutate.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -35,7 +36,7 @@ json ValidSettings() {
 
 TEST(StoreSettings, ValidFileIsRead) {
   RepoSettings s;
-  ASSERT_TRUE(ParseSettings(ValidSettings().dump(), kDoc, &s).ok());
+  ASSERT_OK(ParseSettings(ValidSettings().dump(), kDoc, &s));
   EXPECT_TRUE(s.private_repo);
   EXPECT_EQ(s.gated, "manual");
   EXPECT_EQ(s.read_sha256, std::vector<std::string>{std::string(64, 'a')});
@@ -44,7 +45,7 @@ TEST(StoreSettings, ValidFileIsRead) {
   EXPECT_EQ(s.commits.at(std::string(40, '2')).title, "Add weights");
   EXPECT_EQ(s.tags.at("v1"), "first");
   RepoSettings g;
-  ASSERT_TRUE(ParseSettings(R"({"gated": true})", kDoc, &g).ok());
+  ASSERT_OK(ParseSettings(R"({"gated": true})", kDoc, &g));
   EXPECT_EQ(g.gated, "auto");
 }
 
@@ -81,7 +82,7 @@ TEST(StoreSettings, EveryFieldOfEveryType) {
     RepoSettings s;
     Status st = ParseSettings(m.dump(), kDoc, &s);
     if (t.is_string() || t.is_boolean() || t.is_null()) {
-      EXPECT_TRUE(st.ok()) << t.dump() << ": " << st.ToString();
+      EXPECT_OK(st) << t.dump() << ": " << st.ToString();
     } else {
       EXPECT_EQ(st.code(), Code::kInvalidFormat) << t.dump();
       EXPECT_NE(st.message().find("'gated'"), std::string::npos) << st.message();

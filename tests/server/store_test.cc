@@ -2,6 +2,7 @@
 #include <fstream>
 
 #include "server/server_fixture.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::testing {
 namespace {
@@ -13,7 +14,7 @@ using json = nlohmann::json;
 
 TEST(ServerStore, CreateRepoFromFolderLayout) {
   TempDir root, src;
-  std::string reg = "regular text\n", big = RandomBytes(300, 4);
+  std::string reg = "regular text\n", big = PatternBytes(300, 4);
   fs::create_directories(src.path() / "d");
   WriteFileBytes(src.path() / "r.txt", reg);
   WriteFileBytes(src.path() / "d" / "w.dat", big);
@@ -21,7 +22,7 @@ TEST(ServerStore, CreateRepoFromFolderLayout) {
   o.lfs_threshold_bytes = 100;  // force the 300-byte file through LFS
   o.lfs_by_extension = false;
   auto c = server::CreateRepoFromFolder(root.str(), "org/layout", src.str(), o);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   fs::path repo = root.path() / "models--org--layout";
   std::string ref;
   {
@@ -36,7 +37,7 @@ TEST(ServerStore, CreateRepoFromFolderLayout) {
   EXPECT_EQ(fs::read_symlink(snap / "d" / "w.dat").string(), "../../../blobs/" + Sha256(big));
   // ReplaceFile: new commit on main, old snapshot intact.
   auto c2 = server::ReplaceFile(root.str(), "org/layout", "r.txt", "v2");
-  ASSERT_TRUE(c2.ok());
+  ASSERT_OK(c2);
   EXPECT_NE(*c2, *c);
   EXPECT_EQ(fs::read_symlink(snap / "r.txt").string(), "../../blobs/" + GitSha1(reg));
   EXPECT_EQ(fs::read_symlink(repo / "snapshots" / *c2 / "r.txt").string(), "../../blobs/" + GitSha1("v2"));

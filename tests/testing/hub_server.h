@@ -50,6 +50,14 @@ struct TestHub {
   }
 };
 
+/// Repo options that store every file of 1 KiB or more in LFS (sha256 etag,
+/// bytes from the CDN listener), so small test files take the LFS paths.
+inline server::CreateRepoOptions SmallLfs() {
+  server::CreateRepoOptions o;
+  o.lfs_threshold_bytes = 1024;
+  return o;
+}
+
 /// Starts a server over a fresh temporary store. `options.root` is ignored.
 /// Returns nullptr after ADD_FAILURE when the server cannot start.
 inline std::unique_ptr<TestHub> StartTestHub(server::ServerOptions options = {}) {

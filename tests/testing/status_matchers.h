@@ -18,6 +18,13 @@ template <typename T>
 ::testing::AssertionResult IsOk(const Result<T>& r) {
   return IsOk(r.status());
 }
+/// Any other value with ok() (a test's own outcome type): no status to print.
+template <typename T>
+  requires requires(const T& v) { static_cast<bool>(v.ok()); }
+::testing::AssertionResult IsOk(const T& v) {
+  if (v.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "not ok";
+}
 
 }  // namespace hubload::testing
 

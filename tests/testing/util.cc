@@ -6,8 +6,11 @@
 #include <openssl/evp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -82,6 +85,40 @@ void WriteFileBytes(const fs::path& p, const void* data, size_t n) {
 }
 
 void WriteFileBytes(const fs::path& p, const std::string& s) { WriteFileBytes(p, s.data(), s.size()); }
+
+std::string PatternBytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = 2463534242u ^ (seed * 2654435761u);
+  if (x == 0) x = 2463534242u;
+  for (auto& c : s) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    c = static_cast<char>(x & 0xff);
+  }
+  return s;
+}
+
+bool HasSymlinkBelow(const std::filesystem::path& root, std::string* which) {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_symlink()) {
+      *which = it->path().string();
+      return true;
+    }
+  }
+  return false;
+}
+
+void SetFileAge(const std::string& path, double age_s) {
+  const double t =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() - age_s;
+  timespec ts[2];
+  ts[0].tv_sec = ts[1].tv_sec = static_cast<time_t>(t);
+  ts[0].tv_nsec = ts[1].tv_nsec = 0;
+  if (::utimensat(AT_FDCWD, path.c_str(), ts, 0) != 0) ADD_FAILURE() << "cannot set the age of " << path;
+}
 
 std::string Sha256Hex(const void* data, size_t n) {
   unsigned char md[EVP_MAX_MD_SIZE];

@@ -36,6 +36,17 @@ void WriteFileBytes(const std::filesystem::path& p, const std::string& s);
 
 /// Lower-case hex sha256 of a buffer (OpenSSL, independent of hubload code).
 std::string Sha256Hex(const void* data, size_t n);
+
+/// `n` deterministic pseudo-random bytes (xorshift32), different for each
+/// `seed`: the one byte generator of the suites (file contents, blobs, shards).
+std::string PatternBytes(size_t n, uint32_t seed);
+
+/// True when a symbolic link lies anywhere below `root`; its path in `*which`.
+bool HasSymlinkBelow(const std::filesystem::path& root, std::string* which);
+
+/// Sets the access and modification times of `path` to `age_s` seconds ago
+/// (ADD_FAILURE when it cannot).
+void SetFileAge(const std::string& path, double age_s);
 /// Git blob id (git hash-object) of `content`: sha1 of "blob <size>\0" + content (OpenSSL).
 std::string GitBlobSha1Hex(const std::string& content);
 

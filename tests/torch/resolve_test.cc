@@ -4,19 +4,20 @@
 
 #include "hubload/resolve.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
 
 ResolvedWeights MustResolve(const std::vector<std::string>& files, const ResolveOptions& o) {
   auto r = ResolveWeights(files, o);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
   return r.ok() ? *r : ResolvedWeights{};
 }
 
 safetensors::Index MustIndex(const std::string& json) {
   auto r = safetensors::ParseIndex(json, "test index");
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
   return r.ok() ? *r : safetensors::Index{};
 }
 
@@ -160,7 +161,7 @@ TEST(FieldFailures, B25_VariantResolutionPerComponent) {
   EXPECT_EQ(te.weights_file, "text_encoder/model.safetensors.index.bf16.json");
   auto idx = MustIndex(R"({"metadata":{"total_size":8},"weight_map":{"a":"model.bf16-00001-of-00002.safetensors","b":"model.bf16-00002-of-00002.safetensors"}})");
   auto shards = ShardPaths(te, idx, files);
-  ASSERT_TRUE(shards.ok()) << shards.status().ToString();
+  ASSERT_OK(shards);
   EXPECT_EQ(*shards, (std::vector<std::string>{"text_encoder/model.bf16-00001-of-00002.safetensors",
                                                "text_encoder/model.bf16-00002-of-00002.safetensors"}));
   o.subfolder = "vae";
@@ -232,7 +233,7 @@ TEST(ResolveWeights, RealMochiLayout) {
   auto root = testing::SharedDataDir();
   if (root.empty()) GTEST_SKIP() << "shared data not present";
   auto files = ListLocalFiles((root / "layouts" / "Mochi-diffusers-pipeline").string());
-  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  ASSERT_OK(files);
   ResolveOptions o;
   o.subfolder = "transformer";
   o.variant = "bf16";
@@ -244,7 +245,7 @@ TEST(ResolveWeights, RealMochiLayout) {
   auto te = MustResolve(*files, o);
   EXPECT_EQ(te.weights_file, "text_encoder/model.safetensors.index.json");
   auto idx = safetensors::ReadIndex((root / "layouts" / "Mochi-diffusers-pipeline" / te.weights_file).string());
-  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  ASSERT_OK(idx);
   auto s = ShardPaths(te, *idx, *files);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().reason(), "MissingShards");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "hubload/split.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -11,7 +12,7 @@ using Files = std::vector<std::pair<std::string, std::vector<std::string>>>;
 
 StateDictSplit MustSplit(const std::vector<SplitEntry>& e, uint64_t max, const std::string& pattern) {
   auto r = SplitStateDict(e, max, pattern);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_OK(r);
   return r.ok() ? *r : StateDictSplit{};
 }
 

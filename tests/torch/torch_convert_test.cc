@@ -23,6 +23,7 @@
 #include "hubload/torch_loader.h"
 #include "loader/torch/internal.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -42,9 +43,9 @@ safetensors::SafetensorsFile WriteAndOpen(const std::string& path, const std::st
                                           const std::vector<uint8_t>& bytes) {
   uint64_t n = bytes.size() * 8 / safetensors::DtypeBits(d);
   Status st = safetensors::WriteFile(path, {{name, d, {n}, bytes.data(), bytes.size()}});
-  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_OK(st);
   auto f = safetensors::SafetensorsFile::Open(path);
-  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_OK(f);
   return std::move(f).value();
 }
 
@@ -52,7 +53,7 @@ at::Tensor MustLoad(const safetensors::SafetensorsFile& f, TargetDtype to) {
   LoadOptions o;
   o.dtype = to;
   auto t = LoadTensor(f, f.header().tensors.at(0), o);
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_OK(t);
   return t.ok() ? *t : at::Tensor();
 }
 
@@ -300,7 +301,7 @@ TEST(Convert, HeapSourceBytesAreLeftIntact) {
   auto t = internal::TensorFromBytes(
       info, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(heap.data()), heap.size() * 2), nullptr, o,
       "heap");
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_OK(t);
   EXPECT_EQ(t->sum().item<double>(), 3.0 * heap.size());
   EXPECT_TRUE(std::all_of(heap.begin(), heap.end(), [](uint16_t v) { return v == 0x4040; }));
 }
@@ -312,12 +313,12 @@ TEST(LoadTensorFromFd, SameTensorsAsLoadTensorAndTheFilePositionUntouched) {
   for (size_t i = 0; i < bf.size(); ++i) bf[i] = static_cast<uint16_t>(i * 2654435761u >> 16);
   std::vector<uint16_t> u16 = {0, 1, 65535, 40000};
   std::vector<int32_t> i32 = {-1, 2, -3};
-  ASSERT_TRUE(safetensors::WriteFile(path, {{"bf", Dtype::BF16, {1000, 3000}, bf.data(), bf.size() * 2},
+  ASSERT_OK(safetensors::WriteFile(path, {{"bf", Dtype::BF16, {1000, 3000}, bf.data(), bf.size() * 2},
                                             {"u16", Dtype::U16, {4}, u16.data(), 8},
                                             {"i32", Dtype::I32, {3}, i32.data(), 12}})
-                  .ok());
+                  );
   auto file = safetensors::SafetensorsFile::Open(path);
-  ASSERT_TRUE(file.ok());
+  ASSERT_OK(file);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::lseek(fd, 5, SEEK_SET), 5);
@@ -341,7 +342,7 @@ TEST(LoadTensorFromFd, SameTensorsAsLoadTensorAndTheFilePositionUntouched) {
   auto raw = testing::ReadFileBytes(path);
   const auto& bfi = *file->header().Find("bf");
   auto c = LoadTensorFromFd(fd, file->header().data_start + bfi.begin, bfi, {}, path);
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(std::memcmp(c->data_ptr(), raw.data() + file->header().data_start + bfi.begin, bfi.nbytes()), 0);
   // Huge-page outputs are 2 MiB aligned (AllocateOutput); small ones come from the allocator.
   EXPECT_EQ(reinterpret_cast<uintptr_t>(c->data_ptr()) % (2u << 20), 0u);
@@ -379,7 +380,7 @@ TEST(Convert, SourcePagesOfTheMappingAreReleasedOnceConverted) {
   EXPECT_EQ(t.sum().item<double>(), static_cast<double>(32u << 20));
   // Zero-copy views of the same file still read the right bytes afterwards.
   auto view = LoadTensor(file, file.header().tensors.at(0), {});
-  ASSERT_TRUE(view.ok());
+  ASSERT_OK(view);
   EXPECT_EQ(view->to(at::kFloat).sum().item<double>(), static_cast<double>(32u << 20));
 }
 
@@ -391,13 +392,13 @@ TEST(ReshardCli, ExplicitDtypeConvertsFloatingTensorsOnly) {
   std::vector<uint32_t> f32 = {0x3F800001u, 0x477FF000u, 0x33000001u, 0xFFC00000u};
   std::vector<uint8_t> e4 = {0x00, 0x38, 0x7E, 0xFE, 0x7F};
   std::vector<uint16_t> u16 = {0, 65535, 40000};
-  ASSERT_TRUE(safetensors::WriteFile(dir.str() + "/model.safetensors",
+  ASSERT_OK(safetensors::WriteFile(dir.str() + "/model.safetensors",
                                      {{"bf", Dtype::BF16, {5}, bf.data(), 10},
                                       {"f32", Dtype::F32, {4}, f32.data(), 16},
                                       {"e4", Dtype::F8_E4M3, {5}, e4.data(), 5},
                                       {"u16", Dtype::U16, {3}, u16.data(), 6}},
                                      {{"format", "pt"}, {"origin", "test"}})
-                  .ok());
+                  );
   std::string out, err;
   ASSERT_EQ(testing::RunCommand(testing::HubloadBin() + " reshard '" + dir.str() + "/model.safetensors' '" + dir.str() +
                                     "/out' --dtype fp16",

@@ -15,6 +15,7 @@
 #include "testing/report.h"
 #include "hubload/torch_loader.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -24,12 +25,12 @@ using testing::TempDir;
 
 void WriteOne(const std::string& path, std::vector<safetensors::TensorToWrite> t) {
   Status st = safetensors::WriteFile(path, std::move(t));
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_OK(st);
 }
 
 safetensors::SafetensorsFile MustOpen(const std::string& path) {
   auto f = safetensors::SafetensorsFile::Open(path);
-  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_OK(f);
   return std::move(f).value();
 }
 
@@ -66,11 +67,11 @@ void CheckFp8(Dtype dtype, double (*ref)(uint8_t)) {
   LoadOptions f32;
   f32.dtype = TargetDtype::kF32;
   auto t32 = LoadTensor(file, info, f32);
-  ASSERT_TRUE(t32.ok()) << t32.status().ToString();
+  ASSERT_OK(t32);
   ASSERT_EQ(t32->scalar_type(), at::kFloat);
   ASSERT_EQ(t32->sizes(), at::IntArrayRef({16, 16}));
   auto autod = LoadTensor(file, info, LoadOptions{});
-  ASSERT_TRUE(autod.ok()) << autod.status().ToString();
+  ASSERT_OK(autod);
   ASSERT_EQ(autod->scalar_type(), at::kBFloat16);
   const float* p = t32->data_ptr<float>();
   const uint16_t* b = static_cast<const uint16_t*>(autod->data_ptr());
@@ -109,7 +110,7 @@ TEST(Float8, ToHalfRoundsOnlyOutOfRange) {
   LoadOptions o;
   o.dtype = TargetDtype::kF16;
   auto sd = LoadTensors(file, o);
-  ASSERT_TRUE(sd.ok()) << sd.status().ToString();
+  ASSERT_OK(sd);
   for (auto& [name, t] : *sd) {
     ASSERT_EQ(t.scalar_type(), at::kHalf);
     auto f = t.to(at::kFloat);
@@ -141,15 +142,15 @@ TEST(Widening, UnsignedToNextSignedAndRefusals) {
   auto file = MustOpen(path);
   auto get = [&](const std::string& n) { return LoadTensor(file, *file.header().Find(n), LoadOptions{}); };
   auto a = get("u16");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->scalar_type(), at::kInt);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(a->data_ptr<int32_t>()[i], static_cast<int32_t>(u16[i]));
   auto b = get("u32");
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_EQ(b->scalar_type(), at::kLong);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(b->data_ptr<int64_t>()[i], static_cast<int64_t>(u32[i]));
   auto c = get("u64ok");
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(c->data_ptr<int64_t>()[1], INT64_MAX);
   auto d = get("u64bad");
   ASSERT_FALSE(d.ok());
@@ -274,7 +275,7 @@ TEST(RealFiles, EveryDtypeLoadsWithIndependentSumsAndHashes) {
       map_lo = reinterpret_cast<std::uintptr_t>(file.mapping()->data());
       map_hi = map_lo + file.mapping()->size();
       auto r = LoadTensors(file, LoadOptions{});
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_OK(r);
       sd = std::move(r).value();
     }  // the file object is gone: tensors must keep the mapping alive
     ASSERT_EQ(sd.size(), expected.size());
@@ -283,7 +284,7 @@ TEST(RealFiles, EveryDtypeLoadsWithIndependentSumsAndHashes) {
       ASSERT_TRUE(expected.count(name));
       const Expected& e = expected[name];
       auto s = SummarizeTensor(t);
-      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      ASSERT_OK(s);
       EXPECT_EQ(s->dtype, e.dtype);
       EXPECT_EQ(s->shape, e.shape);
       EXPECT_DOUBLE_EQ(s->sum, e.sum);
@@ -303,7 +304,7 @@ TEST(RealFiles, EveryDtypeLoadsWithIndependentSumsAndHashes) {
     LoadOptions f32;
     f32.dtype = TargetDtype::kF32;
     auto c = LoadTensors(file, f32);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK(c);
     for (auto& [name, t] : *c) {
       const Expected& e = expected[name];
       bool floating = e.dtype == "F16" || e.dtype == "BF16" || e.dtype == "F32" || e.dtype == "F64";
@@ -328,7 +329,7 @@ TEST(RealFiles, MisalignedTensorsAreCopies) {
   int copies = 0;
   for (const auto& info : file.header().tensors) {
     auto t = LoadTensor(file, info, LoadOptions{});
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_OK(t);
     auto raw = file.data(info);
     bool misaligned = reinterpret_cast<std::uintptr_t>(raw.data()) % t->element_size() != 0;
     if (misaligned) {
@@ -349,7 +350,7 @@ TEST(FieldFailures, B30_Bf16StaysBf16ByDefault) {
   std::string path = dir.str() + "/model.safetensors";
   WriteOne(path, {{"w", Dtype::BF16, {64, 64}, w.data(), w.size() * 2}});
   auto ck = LoadCheckpoint(path, {}, {});
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_OK(ck);
   ASSERT_EQ(ck->tensors.size(), 1u);
   at::Tensor t = ck->tensors[0].second;
   EXPECT_EQ(t.scalar_type(), at::kBFloat16);
@@ -357,7 +358,7 @@ TEST(FieldFailures, B30_Bf16StaysBf16ByDefault) {
   LoadOptions f32;
   f32.dtype = TargetDtype::kF32;
   auto up = LoadCheckpoint(path, {}, f32);
-  ASSERT_TRUE(up.ok());
+  ASSERT_OK(up);
   at::Tensor u = up->tensors[0].second;
   EXPECT_EQ(u.scalar_type(), at::kFloat);
   for (size_t i = 0; i < w.size(); ++i)
@@ -374,12 +375,12 @@ TEST(FieldFailures, B32_KeepInFp32SameOnBothLayouts) {
   SaveOptions single;
   single.max_shard_size = uint64_t{1} << 30;
   auto s1 = SaveSharded(sd, dir.str() + "/single", single);
-  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  ASSERT_OK(s1);
   EXPECT_TRUE(s1->index_file.empty());
   SaveOptions sharded;
   sharded.max_shard_size = uint64_t{64};  // every tensor alone: 3 shards
   auto s2 = SaveSharded(sd, dir.str() + "/sharded", sharded);
-  ASSERT_TRUE(s2.ok()) << s2.status().ToString();
+  ASSERT_OK(s2);
   EXPECT_EQ(s2->files.size(), 3u);
   LoadOptions o;
   o.dtype = TargetDtype::kF16;
@@ -387,7 +388,7 @@ TEST(FieldFailures, B32_KeepInFp32SameOnBothLayouts) {
   for (const char* layout : {"single", "sharded"}) {
     SCOPED_TRACE(layout);
     auto ck = LoadCheckpoint(dir.str() + "/" + layout, {}, o);
-    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+    ASSERT_OK(ck);
     std::map<std::string, at::ScalarType> types;
     for (auto& [n, t] : ck->tensors) types[n] = t.scalar_type();
     EXPECT_EQ(types.at("layers.0.norm.weight"), at::kFloat);
@@ -412,7 +413,7 @@ TEST(SaveSharded, SplitFilesIndexAndMetadataMatchHandValues) {
   o.max_shard_size = std::string("0.04KB");
   o.weights_name = "diffusion_pytorch_model";
   auto r = SaveSharded(sd, dir.str(), o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   std::vector<std::string> want = {"diffusion_pytorch_model-00001-of-00003.safetensors",
                                    "diffusion_pytorch_model-00002-of-00003.safetensors",
                                    "diffusion_pytorch_model-00003-of-00003.safetensors"};
@@ -424,11 +425,11 @@ TEST(SaveSharded, SplitFilesIndexAndMetadataMatchHandValues) {
   EXPECT_EQ(idx["weight_map"], wm);
   for (const auto& f : want) {
     auto h = safetensors::ReadMetadata(dir.str() + "/" + f);
-    ASSERT_TRUE(h.ok());
+    ASSERT_OK(h);
     EXPECT_EQ(h->metadata, (std::map<std::string, std::string>{{"format", "pt"}}));
   }
   auto ck = LoadCheckpoint(dir.str(), {}, {});
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_OK(ck);
   ASSERT_EQ(ck->tensors.size(), 6u);
   for (auto& [n, t] : ck->tensors) {
     for (auto& [n2, t2] : sd)
@@ -445,18 +446,18 @@ TEST(SaveSharded, TiedTensorsStoredOnceAndRestored) {
   SaveOptions o;
   o.variant = "fp16";
   auto r = SaveSharded(sd, dir.str(), o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->files, std::vector<std::string>{"model.fp16.safetensors"});
   EXPECT_EQ(r->total_size, 48u + 12u);
   EXPECT_EQ(r->aliases, (std::map<std::string, std::string>{{"lm_head.weight", "embed.weight"}}));
   auto h = safetensors::ReadMetadata(dir.str() + "/model.fp16.safetensors");
-  ASSERT_TRUE(h.ok());
+  ASSERT_OK(h);
   EXPECT_EQ(h->tensors.size(), 2u);
   EXPECT_EQ(h->metadata.at("lm_head.weight"), "embed.weight");
   ResolveOptions ro;
   ro.variant = "fp16";
   auto ck = LoadCheckpoint(dir.str(), ro, {});
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_OK(ck);
   std::map<std::string, at::Tensor> m(ck->tensors.begin(), ck->tensors.end());
   ASSERT_TRUE(m.count("lm_head.weight"));
   EXPECT_EQ(m["lm_head.weight"].data_ptr(), m["embed.weight"].data_ptr());
@@ -474,13 +475,13 @@ TEST(FieldFailures, B27_SaveRemovesOnlyStaleFilesOfSameVariant) {
   StateDict big = {{"a", at::ones({100})}, {"b", at::ones({100})}, {"c", at::ones({100})}};
   SaveOptions three;
   three.max_shard_size = uint64_t{400};
-  ASSERT_TRUE(SaveSharded(big, d, three).ok());
+  ASSERT_OK(SaveSharded(big, d, three));
   SaveOptions ema;
   ema.variant = "ema";
   ema.max_shard_size = uint64_t{400};
   StateDict two = {{"a", at::ones({100}) * 7}, {"b", at::ones({100}) * 8}};
   auto er = SaveSharded(two, d, ema);
-  ASSERT_TRUE(er.ok());
+  ASSERT_OK(er);
   EXPECT_EQ(er->index_file, "model.safetensors.index.ema.json");
   std::vector<std::string> ema_files = {"model.safetensors.index.ema.json", "model.ema-00001-of-00002.safetensors",
                                         "model.ema-00002-of-00002.safetensors"};
@@ -495,7 +496,7 @@ TEST(FieldFailures, B27_SaveRemovesOnlyStaleFilesOfSameVariant) {
   ASSERT_TRUE(fs::exists(d + "/model-00003-of-00003.safetensors"));
   // Now one file.
   auto r = SaveSharded(big, d, SaveOptions{});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->files, std::vector<std::string>{"model.safetensors"});
   EXPECT_TRUE(fs::exists(d + "/model.safetensors"));
   for (const char* gone : {"model.safetensors.index.json", "model-00001-of-00003.safetensors",
@@ -509,15 +510,15 @@ TEST(FieldFailures, B27_SaveRemovesOnlyStaleFilesOfSameVariant) {
   EXPECT_TRUE(fs::exists(d + "/notes.txt"));
   EXPECT_TRUE(fs::exists(d + "/model.safetensors.bak"));
   for (const auto& e : fs::directory_iterator(d))
-    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   auto plain = LoadCheckpoint(d, {}, {});
-  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_OK(plain);
   EXPECT_EQ(plain->files.size(), 1u);
   EXPECT_EQ(fs::path(plain->files[0]).filename(), "model.safetensors");
   ResolveOptions ro;
   ro.variant = "ema";
   auto ve = LoadCheckpoint(d, ro, {});
-  ASSERT_TRUE(ve.ok()) << ve.status().ToString();
+  ASSERT_OK(ve);
   ASSERT_EQ(ve->tensors.size(), 2u);
   EXPECT_EQ(ve->tensors[0].second[0].item<float>(), 7.0f);
 }
@@ -532,7 +533,7 @@ TEST(FieldFailures, B27_OversizedTensorOwnShard) {
   SaveOptions o;
   o.max_shard_size = std::string("1MB");
   auto r = SaveSharded(sd, dir.str(), o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   // By hand: small1 opens; huge > 1MB -> shard 1 = [huge]; small2 fits (800k); small3 would be
   // 1.2MB -> close [small1, small2] as shard 2; shard 3 = [small3].
   ASSERT_EQ(r->files.size(), 3u);
@@ -543,7 +544,7 @@ TEST(FieldFailures, B27_OversizedTensorOwnShard) {
   EXPECT_EQ(idx["weight_map"]["small3"], "model-00003-of-00003.safetensors");
   for (const auto& f : r->files) {
     auto h = safetensors::ReadMetadata(dir.str() + "/" + f);
-    ASSERT_TRUE(h.ok());
+    ASSERT_OK(h);
     if (f != "model-00001-of-00003.safetensors") {
       EXPECT_LE(h->data_size(), 1000000u) << f;
     }
@@ -556,7 +557,7 @@ TEST(FieldFailures, B23_LoadCheckpointMissingShard) {
   StateDict sd = {{"a.weight", at::ones({4})}, {"b.weight", at::ones({4})}};
   SaveOptions o;
   o.max_shard_size = uint64_t{16};
-  ASSERT_TRUE(SaveSharded(sd, dir.str(), o).ok());
+  ASSERT_OK(SaveSharded(sd, dir.str(), o));
   fs::remove(dir.path() / "model-00002-of-00002.safetensors");
   auto ck = LoadCheckpoint(dir.str(), {}, {});
   ASSERT_FALSE(ck.ok());
@@ -638,7 +639,7 @@ TEST(Cli, ReshardThenLoadJsonMatchesRawBytes) {
 TEST(Cli, LoadDtypeAndKeepInFp32) {
   TempDir dir;
   StateDict sd = {{"a.norm.weight", at::full({4}, 1.5)}, {"a.proj.weight", at::full({4}, 2.5)}};
-  ASSERT_TRUE(SaveSharded(sd, dir.str(), {}).ok());
+  ASSERT_OK(SaveSharded(sd, dir.str(), {}));
   std::string out, err;
   int rc = testing::RunCommand(
       Cli() + " load '" + dir.str() + "' --dtype bf16 --keep-in-fp32 norm --json", &out, &err);

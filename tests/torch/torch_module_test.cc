@@ -10,6 +10,7 @@
 #include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -71,7 +72,7 @@ TEST(ModuleRoundTrip, TransformerBlockShardedAssignAndCopyBitIdentical) {
   SaveOptions so;
   so.max_shard_size = uint64_t{2000};
   auto saved = SaveSharded(sd, dir.str(), so);
-  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_OK(saved);
   EXPECT_GE(saved->files.size(), 3u);
   EXPECT_EQ(saved->index_file, "model.safetensors.index.json");
   EXPECT_EQ(saved->aliases, (std::map<std::string, std::string>{{"head.weight", "embed.weight"}}));
@@ -81,7 +82,7 @@ TEST(ModuleRoundTrip, TransformerBlockShardedAssignAndCopyBitIdentical) {
   SaveOptions vo = so;
   vo.variant = "bf16";
   auto vsaved = SaveSharded(half, dir.str(), vo);
-  ASSERT_TRUE(vsaved.ok()) << vsaved.status().ToString();
+  ASSERT_OK(vsaved);
   EXPECT_EQ(vsaved->index_file, "model.safetensors.index.bf16.json");
   EXPECT_TRUE(vsaved->removed_stale.empty());
 
@@ -96,7 +97,7 @@ TEST(ModuleRoundTrip, TransformerBlockShardedAssignAndCopyBitIdentical) {
     mo.strict = true;
     mo.non_persistent_buffers = kNonPersistent;
     auto report = LoadIntoModule(*fresh, dir.str(), {}, {}, mo);
-    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ASSERT_OK(report);
     EXPECT_TRUE(report->missing.empty());
     EXPECT_TRUE(report->unexpected.empty());
     EXPECT_TRUE(report->mismatched.empty());
@@ -120,7 +121,7 @@ TEST(ModuleRoundTrip, TransformerBlockShardedAssignAndCopyBitIdentical) {
   ResolveOptions ro;
   ro.variant = "bf16";
   auto report = LoadIntoModule(*fresh, dir.str(), ro, {}, mo);
-  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_OK(report);
   EXPECT_EQ(fresh->fc1->weight.scalar_type(), torch::kFloat);
   EXPECT_TRUE(torch::equal(fresh->fc1->weight, original->fc1->weight.to(torch::kBFloat16).to(torch::kFloat)));
   EXPECT_FALSE(torch::equal(fresh->fc1->weight, original->fc1->weight));  // really the rounded copy
@@ -145,7 +146,7 @@ TORCH_MODULE(Small);
 
 void Save(const std::string& path, const StateDict& sd) {
   auto r = SaveSharded(sd, path, {});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
 }
 
 void FillNaN(torch::nn::Module& m) {
@@ -172,7 +173,7 @@ TEST(FieldFailures, B33_MissingUnexpectedTied) {
       Small m;
       FillNaN(*m);
       auto r = LoadIntoModule(*m, dir.str() + "/A", {}, {}, mo);
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_OK(r);
       EXPECT_TRUE(r->missing.empty());
       EXPECT_TRUE(r->unexpected.empty());
       EXPECT_TRUE(r->warnings.empty());
@@ -183,7 +184,7 @@ TEST(FieldFailures, B33_MissingUnexpectedTied) {
       Small m;
       FillNaN(*m);
       auto r = LoadIntoModule(*m, dir.str() + "/B", {}, {}, mo);
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_OK(r);
       EXPECT_EQ(r->missing, std::vector<std::string>{"l0.b"});
       for (auto& p : m->named_parameters()) {
         bool has_nan = torch::isnan(p.value()).any().item<bool>();
@@ -203,14 +204,14 @@ TEST(FieldFailures, B33_MissingUnexpectedTied) {
     {  // C: one unexpected key; ignorable by regex.
       Small m;
       auto r = LoadIntoModule(*m, dir.str() + "/C", {}, {}, mo);
-      ASSERT_TRUE(r.ok());
+      ASSERT_OK(r);
       EXPECT_EQ(r->unexpected, std::vector<std::string>{"l0.w_old"});
       ModuleLoadOptions ig = mo;
       ig.ignore_unexpected_regex = {"w_old$"};
       ig.strict = true;
       Small m2;
       auto r2 = LoadIntoModule(*m2, dir.str() + "/C", {}, {}, ig);
-      ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+      ASSERT_OK(r2);
       EXPECT_TRUE(r2->unexpected.empty());
     }
   }
@@ -222,7 +223,7 @@ TEST(FieldFailures, B23_UnnamedShardIsMissingNotRandom) {
   StateDict sd = {{"l0.w", torch::ones({4, 4})}, {"l0.b", torch::ones({4})}};
   SaveOptions o;
   o.max_shard_size = uint64_t{64};
-  ASSERT_TRUE(SaveSharded(sd, dir.str(), o).ok());
+  ASSERT_OK(SaveSharded(sd, dir.str(), o));
   std::ofstream(dir.path() / "model.safetensors.index.json")
       << R"({"metadata":{"total_size":64},"weight_map":{"l0.w":"model-00001-of-00002.safetensors"}})";
   auto m = std::make_shared<torch::nn::Module>();
@@ -231,7 +232,7 @@ TEST(FieldFailures, B23_UnnamedShardIsMissingNotRandom) {
   torch::nn::Module root;
   root.register_module("l0", m);
   auto r = LoadIntoModule(root, dir.str(), {}, {}, {});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->missing, std::vector<std::string>{"l0.b"});
   bool warned = false;
   for (const auto& wn : r->warnings) warned = warned || wn.find("model-00002-of-00002.safetensors") != std::string::npos;
@@ -247,11 +248,11 @@ TEST(FieldFailures, B34_MismatchedShapesSingleAndSharded) {
   TempDir dir;
   StateDict sd = {{"body.weight", torch::full({16, 16}, 3.0)}, {"head.weight", torch::full({12, 16}, 5.0)},
                   {"tail.weight", torch::full({16}, 7.0)}};
-  ASSERT_TRUE(SaveSharded(sd, dir.str() + "/single", {}).ok());
+  ASSERT_OK(SaveSharded(sd, dir.str() + "/single", {}));
   SaveOptions o;
   o.max_shard_size = uint64_t{800};  // body (1024 B) alone, then [head], then [tail]
   auto sh = SaveSharded(sd, dir.str() + "/sharded", o);
-  ASSERT_TRUE(sh.ok());
+  ASSERT_OK(sh);
   ASSERT_EQ(sh->files.size(), 3u);
   for (const char* layout : {"single", "sharded"}) {
     for (auto mode : {ModuleLoadMode::kAssign, ModuleLoadMode::kCopy}) {
@@ -279,7 +280,7 @@ TEST(FieldFailures, B34_MismatchedShapesSingleAndSharded) {
       EXPECT_EQ(bw.sum().item<double>(), 0.0);  // nothing loaded before the error
       mo.ignore_mismatched_sizes = true;
       auto r = LoadIntoModule(root, dir.str() + "/" + layout, {}, {}, mo);
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_OK(r);
       ASSERT_EQ(r->mismatched.size(), 1u);
       EXPECT_EQ(r->mismatched[0].name, "head.weight");
       EXPECT_EQ(r->mismatched[0].checkpoint_shape, (std::vector<int64_t>{12, 16}));
@@ -312,7 +313,7 @@ TEST(FieldFailures, B35_PeakMemoryModelPlusOneShard) {
     SaveOptions o;
     o.max_shard_size = std::string("40MB");
     auto r = SaveSharded(sd, dir.str(), o);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(r);
     ASSERT_EQ(r->files.size(), 4u);
   }
   torch::nn::Module m;
@@ -331,7 +332,7 @@ TEST(FieldFailures, B35_PeakMemoryModelPlusOneShard) {
   mo.mode = ModuleLoadMode::kCopy;
   mo.strict = true;
   auto r = LoadIntoModule(m, dir.str(), {}, {}, mo);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   long peak_kb = ReadVmKb("VmHWM:") - rss0;
   for (int i = 0; i < 4; ++i) EXPECT_EQ(params[i][kElems - 1].item<float>(), i + 1.0f);
   // One shard is 32 MiB; the whole state dict 128 MiB. Allow one shard + 24 MiB of slack.

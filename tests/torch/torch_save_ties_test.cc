@@ -17,6 +17,7 @@
 #include "hubload/pipeline.h"
 #include "hubload/torch_loader.h"
 #include "testing/util.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -34,7 +35,7 @@ std::map<std::string, Stored> StoredTensors(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().extension() != ".safetensors") continue;
     auto h = safetensors::ReadMetadata(e.path().string());
-    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_OK(h);
     if (!h.ok()) continue;
     for (const auto& t : h->tensors) {
       EXPECT_EQ(out.count(t.name), 0u) << t.name << " is written twice";
@@ -59,7 +60,7 @@ std::string LogicalBytes(const at::Tensor& t) {
 
 std::map<std::string, at::Tensor> Reload(const std::string& dir) {
   auto ck = LoadCheckpoint(dir, {}, {});
-  EXPECT_TRUE(ck.ok()) << ck.status().ToString();
+  EXPECT_OK(ck);
   std::map<std::string, at::Tensor> m;
   if (ck.ok())
     for (auto& [n, t] : ck->tensors) m[n] = t;
@@ -219,7 +220,7 @@ TEST(FieldB51, ARowOfALargeStorageCountsAsTheRow) {  // (g)
   o.max_shard_size = uint64_t{100000};  // fits one row, not two
   TempDir tmp;
   auto r = SaveSharded(sd, tmp.str(), o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->total_size, 2u * 65536u);
   ASSERT_EQ(r->files.size(), 2u);
   auto st = StoredTensors(tmp.str());
@@ -239,7 +240,7 @@ TEST(FieldB51, DisjointViewsOfOneStorageShareAShardAndCountOnce) {
   o.max_shard_size = uint64_t{16};
   TempDir tmp;
   auto r = SaveSharded(sd, tmp.str(), o);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_OK(r);
   EXPECT_EQ(r->total_size, 48u);
   auto st = StoredTensors(tmp.str());
   ASSERT_EQ(st.size(), 3u);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "util/json.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::util {
 namespace {
@@ -24,7 +25,7 @@ TEST(Json, ParseRejectsInvalidAndDeep) {
   EXPECT_NE(d.status().message().find("nested deeper"), std::string::npos);
   EXPECT_EQ(d.status().context().url, "https://h/x");
   std::string ok64 = std::string(64, '[') + std::string(64, ']');
-  EXPECT_TRUE(ParseJson(ok64, "x").ok());
+  EXPECT_OK(ParseJson(ok64, "x"));
   EXPECT_FALSE(ParseJson(std::string(65, '[') + std::string(65, ']'), "x").ok());
   EXPECT_FALSE(ParseJson("\"\xff\"", "x").ok());  // invalid UTF-8
   EXPECT_FALSE(ParseJson("{} trailing", "x").ok());
@@ -34,7 +35,7 @@ TEST(Json, TypedFieldsAndPaths) {
   auto j = *ParseJson(R"([{"path":"a.bin","size":2,"lfs":{"oid":"ab"}},{"path":42,"size":"2"}])", "u");
   JsonIn in(j, "https://hub.test/tree");
   auto items = in.Elements();
-  ASSERT_TRUE(items.ok());
+  ASSERT_OK(items);
   ASSERT_EQ(items->size(), 2u);
   EXPECT_EQ(*(*items)[0].String("path"), "a.bin");
   EXPECT_EQ(*(*items)[0].Uint("size"), 2u);
@@ -126,9 +127,9 @@ TEST(Json, MembersKeepPaths) {
   json j = json::parse(R"({"weight_map":{"a.weight":"s1","b":7}})");
   JsonIn in(j, "model.safetensors.index.json");
   auto wm = in.Object("weight_map");
-  ASSERT_TRUE(wm.ok());
+  ASSERT_OK(wm);
   auto m = wm->Members();
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   ASSERT_EQ(m->size(), 2u);
   auto bad = (*m)[1].second.AsString();
   EXPECT_EQ(bad.status().message(), "model.safetensors.index.json: 'weight_map.b' must be a string, got an integer");

@@ -13,6 +13,7 @@
 #include "util/hex.h"
 #include "util/text.h"
 #include "util/utf8.h"
+#include "testing/status_matchers.h"
 
 namespace hubload::util {
 namespace {
@@ -90,10 +91,10 @@ TEST(Digest, Files) {
   std::string p = dir.str() + "/f";
   std::ofstream(p) << "hello\n";
   auto s = Sha256File(p);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(*s, "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");  // sha256sum
   auto g = GitBlobIdOfFile(p);
-  ASSERT_TRUE(g.ok());
+  ASSERT_OK(g);
   EXPECT_EQ(*g, "ce013625030ba8dba906f756967f9e9ca394464a");
   auto missing = Sha256File(dir.str() + "/nope");
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
@@ -106,10 +107,10 @@ TEST(Digest, FileHashReportsEachBlock) {
   std::ofstream(p, std::ios::binary) << std::string(n, 'x');
   std::vector<uint64_t> seen;
   auto s = Sha256File(p, [&](uint64_t b) { seen.push_back(b); });
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_OK(s);
   EXPECT_EQ(seen, (std::vector<uint64_t>{1u << 20, 2u << 20, n}));
   seen.clear();
-  ASSERT_TRUE(GitBlobIdOfFile(p, [&](uint64_t b) { seen.push_back(b); }).ok());
+  ASSERT_OK(GitBlobIdOfFile(p, [&](uint64_t b) { seen.push_back(b); }));
   EXPECT_EQ(seen.back(), n);
 }
 
@@ -134,10 +135,10 @@ TEST(Base64, RejectsNonCanonical) {
 TEST(FileIo, AtomicWriteReplacesAndLeavesNoTemp) {
   hubload::testing::TempDir dir;
   std::string p = dir.str() + "/sub/x.json";
-  ASSERT_TRUE(AtomicWriteFile(p, "one").ok());
-  ASSERT_TRUE(AtomicWriteFile(p, "two", {.mode = 0600, .durable = true}).ok());
+  ASSERT_OK(AtomicWriteFile(p, "one"));
+  ASSERT_OK(AtomicWriteFile(p, "two", {.mode = 0600, .durable = true}));
   auto r = ReadSmallFile(p);
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(*r, "two");
   struct stat st;
   ASSERT_EQ(::stat(p.c_str(), &st), 0);
@@ -151,11 +152,38 @@ TEST(FileIo, ErrnoMapping) {
   EXPECT_EQ(IoError("write", "/x", ENOSPC).code(), Code::kDiskFull);
   EXPECT_EQ(IoError("write", "/x", EDQUOT).reason(), "DiskFull");
   EXPECT_EQ(IoError("open", "/x", ENOENT).code(), Code::kNotFound);
+  EXPECT_EQ(IoError("open", "/x/y", ENOTDIR).reason(), "NotFound");
+  EXPECT_EQ(IoError("open", "/x", EACCES).reason(), "PermissionDenied");
   Status ro = IoError("create", "/ro/lock", EROFS);
   EXPECT_EQ(ro.code(), Code::kIOError);
   EXPECT_EQ(ro.reason(), "ReadOnlyFileSystem");
   EXPECT_NE(ro.message().find("/ro/lock"), std::string::npos);
   EXPECT_EQ(ro.context().file, "/ro/lock");
+}
+
+// The streamed form (the safetensors writer's): a body that fails leaves the old
+// file and no temp; a missing folder is an error when create_parents is false.
+TEST(FileIo, AtomicWriteWithBodyIsAllOrNothing) {
+  hubload::testing::TempDir dir;
+  const std::string p = dir.str() + "/w.bin";
+  ASSERT_OK(AtomicWriteFile(p, "old"));
+  Status st = AtomicWriteFileWith(p, [](int fd, const std::string& tmp) {
+    EXPECT_OK(WriteAll(fd, "new but", 7, tmp));
+    return Status(Code::kIOError, "body failed", "BodyFailed");
+  });
+  EXPECT_EQ(st.reason(), "BodyFailed");
+  EXPECT_EQ(*ReadSmallFile(p), "old");
+  int n = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.str())) n += e.is_regular_file();
+  EXPECT_EQ(n, 1) << "the temp file is removed";
+  ASSERT_OK(AtomicWriteFileWith(p, [](int fd, const std::string& tmp) {
+    HUBLOAD_RETURN_IF_ERROR(WriteAll(fd, "ab", 2, tmp));
+    return WriteAll(fd, "cd", 2, tmp);  // appends at the file position
+  }));
+  EXPECT_EQ(*ReadSmallFile(p), "abcd");
+  Status missing = AtomicWriteFileWith(dir.str() + "/no/such/x", {}, {.create_parents = false});
+  EXPECT_EQ(missing.code(), Code::kNotFound) << missing.ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir.str() + "/no"));
 }
 
 TEST(FileIo, ReadSmallFileLimits) {
@@ -195,6 +223,46 @@ TEST(Text, TrimBlanksAndDigits) {
   EXPECT_FALSE(AllDigits(""));
   EXPECT_FALSE(AllDigits("12a"));
   EXPECT_FALSE(AllDigits("-1"));
+}
+
+// Untrusted names in messages: expected strings written by hand.
+TEST(Text, PrintableAndQuoted) {
+  EXPECT_EQ(Printable("a\nb\x7f"), "a\\x0ab\\x7f");
+  EXPECT_EQ(Printable("caf\xc3\xa9"), "caf\xc3\xa9");       // valid UTF-8 kept
+  EXPECT_EQ(Printable("f\xff.txt"), "f\\xff.txt");           // not UTF-8: every byte >= 0x80 escaped
+  EXPECT_EQ(Printable("abcdef", 4), "abcd...");
+  EXPECT_EQ(Printable("ab\xc3\xa9", 3), "ab...");              // never cut inside a character
+  EXPECT_EQ(Printable("a\"b\\c"), "a\"b\\c");                // quotes and backslashes as they are
+  EXPECT_EQ(Quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");          // "a\"b\\c"
+  EXPECT_EQ(Quoted("x\ty"), "\"x\\x09y\"");
+  EXPECT_EQ(Quoted(""), "\"\"");
+}
+
+TEST(Text, CaseInsensitive) {
+  EXPECT_TRUE(EqualsIgnoreCase("Content-Length", "content-length"));
+  EXPECT_FALSE(EqualsIgnoreCase("ab", "abc"));
+  EXPECT_FALSE(EqualsIgnoreCase("\xc3\xa9", "\xc3\x89"));  // ASCII only: no Unicode folding
+  EXPECT_TRUE(EndsWithIgnoreCase("model-Q4_K_M.GGUF", ".gguf"));
+  EXPECT_FALSE(EndsWithIgnoreCase("gguf", ".gguf"));
+  EXPECT_EQ(AsciiLower("HTTP/1.1 OK"), "http/1.1 ok");
+}
+
+// The shard suffix huggingface_hub and gguf-split write: "-00002-of-00005".
+TEST(Text, ShardSuffix) {
+  auto s = ParseShardSuffix("model-00002-of-00005");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->prefix_len, 5u);
+  EXPECT_EQ(s->shard, 2);
+  EXPECT_EQ(s->count, 5);
+  EXPECT_FALSE(s->malformed);
+  EXPECT_TRUE(ParseShardSuffix("m-00000-of-00005")->malformed);
+  EXPECT_TRUE(ParseShardSuffix("m-00006-of-00005")->malformed);
+  EXPECT_FALSE(ParseShardSuffix("-00001-of-00002"));   // nothing before the suffix
+  EXPECT_FALSE(ParseShardSuffix("m-0001-of-00002"));   // four digits
+  EXPECT_FALSE(ParseShardSuffix("m-00001-of-0000x"));
+  EXPECT_FALSE(ParseShardSuffix("model"));
+  EXPECT_EQ(FormatShardSuffix(2, 5), "-00002-of-00005");
+  EXPECT_EQ(FormatShardSuffix(12, 100000), "-00012-of-100000");  // as Python's {:05d}
 }
 
 // Long lists in one-line errors: the first N, then the count of the rest.

@@ -17,6 +17,7 @@
 #include "tools/hubload/cmd_cache.h"
 #include "tools/hubload/progress_bar.h"
 #include "util/json.h"
+#include "util/text.h"
 
 namespace hubload::cli {
 namespace {
@@ -24,11 +25,6 @@ namespace {
 std::string Human(uint64_t b) { return HumanBytes(static_cast<double>(b)); }
 
 std::string CacheId(const CachedRepo& r) { return std::string(RepoTypeName(r.repo_type)) + "/" + r.repo_id; }
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 // One row: a repo, or one of its revisions (--revisions).
 struct Entry {
@@ -73,7 +69,7 @@ double ParseAge(const std::string& t) {
 std::string ParseFilter(const std::string& text, Filter* f) {
   size_t p = text.find_first_of("<>=!");
   if (p == std::string::npos || p == 0) return "filter '" + text + "' is not KEY OP VALUE (e.g. 'size>1GB')";
-  f->key = Lower(text.substr(0, p));
+  f->key = util::AsciiLower(text.substr(0, p));
   size_t q = p;
   while (q < text.size() && std::string("<>=!").find(text[q]) != std::string::npos) ++q;
   f->op = text.substr(p, q - p);
@@ -122,7 +118,8 @@ bool Keep(const Entry& e, const std::vector<Filter>& filters, double now) {
     if (f.key == "type" && ((e.repo->repo_type == f.type) != (f.op == "="))) return false;
     if (f.key == "refs") {
       auto refs = e.Refs();
-      if (std::none_of(refs.begin(), refs.end(), [&](const std::string& r) { return Lower(r) == Lower(f.text); }))
+      if (std::none_of(refs.begin(), refs.end(),
+                       [&](const std::string& r) { return util::AsciiLower(r) == util::AsciiLower(f.text); }))
         return false;
     }
   }
@@ -313,7 +310,7 @@ int CacheLs(const CacheLsArgs& a, const Global& g) {
     if (std::string why = ParseFilter(t, &f); !why.empty()) return Usage(why);
     filters.push_back(f);
   }
-  std::string key = Lower(a.sort), dir;
+  std::string key = util::AsciiLower(a.sort), dir;
   if (size_t c = key.find(':'); c != std::string::npos) {
     dir = key.substr(c + 1);
     key = key.substr(0, c);
@@ -333,7 +330,7 @@ int CacheLs(const CacheLsArgs& a, const Global& g) {
   }
   // hf's order: by cache id ("dataset/..." < "model/..."), then commit.
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) {
-    const std::string kx = Lower(CacheId(*x.repo)), ky = Lower(CacheId(*y.repo));
+    const std::string kx = util::AsciiLower(CacheId(*x.repo)), ky = util::AsciiLower(CacheId(*y.repo));
     if (kx != ky) return kx < ky;
     return x.rev && y.rev && x.rev->commit < y.rev->commit;
   });
@@ -348,7 +345,7 @@ int CacheLs(const CacheLsArgs& a, const Global& g) {
     };
     std::stable_sort(entries.begin(), entries.end(), [&](const Entry& x, const Entry& y) {
       if (key == "name") {
-        const std::string kx = Lower(CacheId(*x.repo)), ky = Lower(CacheId(*y.repo));
+        const std::string kx = util::AsciiLower(CacheId(*x.repo)), ky = util::AsciiLower(CacheId(*y.repo));
         return desc ? kx > ky : kx < ky;
       }
       return desc ? val(x) > val(y) : val(x) < val(y);

@@ -25,8 +25,10 @@
 #include <vector>
 
 #include "hubload/safetensors.h"
+#include "hubload/split.h"
 #include "tools/hubload/cli.h"
 #include "util/json.h"
+#include "util/text.h"
 
 namespace {
 
@@ -143,10 +145,10 @@ std::string Materialize(const Spec& s, uint64_t seed, bool fp16, Dtype* dtype) {
 
 uint64_t BytesOf(const Spec& s, bool fp16) { return s.numel() * (s.i64 ? 8 : (s.bf16 || fp16) ? 2 : 4); }
 
+// "stem[.variant]-0000i-of-0000N.safetensors" (hubload/split.h's pattern).
 std::string ShardName(const std::string& stem, const std::string& variant, size_t i, size_t n) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "-%05zu-of-%05zu", i, n);
-  return stem + (variant.empty() ? "" : "." + variant) + buf + ".safetensors";
+  std::string name = hubload::ShardFilenamePattern(stem, variant);
+  return name.replace(name.find("{suffix}"), 8, hubload::util::FormatShardSuffix(i, n));
 }
 
 bool WriteText(const fs::path& p, const std::string& text) {

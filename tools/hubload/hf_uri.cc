@@ -14,7 +14,7 @@ constexpr std::string_view kScheme = "hf://";
 
 Status Bad(std::string_view text, const std::string& rule) {
   return Status(Code::kInvalidArgument, "'" + std::string(text) + "' is not a repo id or hf:// URI: " + rule,
-                std::string(reason::kBadHfUri));
+                reason::kBadHfUri);
 }
 
 std::vector<std::string_view> Split(std::string_view s) {

@@ -12,7 +12,8 @@
 #include "hubload/hub.h"
 #include "hubload/pipeline.h"
 #include "hubload/upload_torch.h"
-#include "tests/push/push_test_util.h"
+#include "testing/push_server.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -52,9 +53,9 @@ void ExpectLoadsBack(PushServer& hub, const std::string& repo, const std::string
   sr.repo_id = repo;
   sr.revision = commit;
   auto snap = client.Snapshot(sr);
-  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_OK(snap);
   auto ck = LoadCheckpoint(*snap + "/" + index_or_file, ResolveOptions{}, LoadOptions{});
-  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_OK(ck);
   std::map<std::string, at::Tensor> got(ck->tensors.begin(), ck->tensors.end());
   ASSERT_EQ(got.size(), want.size());
   for (auto& [name, t] : want) {
@@ -74,24 +75,24 @@ PushStateDictRequest Req(const std::string& repo, uint64_t max_shard) {
 
 TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
   PushServer hub(4096);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   const std::string repo = "org/sharded";
   StateDict sd = MakeStateDict();
 
   // Files that must survive every push: another variant and an unrelated file.
   TempDir other;
-  testing::WriteFileBytes(other.path() / "model.fp16.safetensors", pushtest::RandomBytes(300, 2));
+  testing::WriteFileBytes(other.path() / "model.fp16.safetensors", pushtest::PatternBytes(300, 2));
   testing::WriteFileBytes(other.path() / "README.md", std::string("# model\n"));
   UploadFolderRequest ur;
   ur.repo_id = repo;
   ur.folder = other.str();
   ur.create_repo = true;
   auto base = hub.client().UploadFolder(ur);
-  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  ASSERT_OK(base);
 
   // 1) 2 KiB shards: 3 shards + index.
   auto p1 = PushStateDict(hub.client(), sd, Req(repo, 2048));
-  ASSERT_TRUE(p1.ok()) << p1.status().ToString();
+  ASSERT_OK(p1);
   auto tree1 = hub.Tree(repo, p1->commit_oid);
   EXPECT_EQ(Names(tree1), (std::set<std::string>{".gitattributes", "README.md", "model.fp16.safetensors",
                                                   "model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
@@ -102,7 +103,7 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
   SaveOptions so;
   so.max_shard_size = uint64_t{2048};
   auto saved = SaveSharded(sd, local.str(), so);
-  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_OK(saved);
   ASSERT_EQ(saved->files.size(), 4u);  // [w0 w1] [w2 w3] [w4 w5] [bias]: 2048 + 128 > 2048
   for (auto& f : saved->files) EXPECT_EQ(tree1[f], ReadText(local.path() / f)) << f;
   EXPECT_EQ(tree1["model.safetensors.index.json"], ReadText(local.path() / "model.safetensors.index.json"));
@@ -111,7 +112,7 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
   // 2) Bigger shards: [w0..w3] [w4 w5 bias]; the four -of-00004 shards go in the same commit.
   size_t snaps = hub.Snapshots(repo);
   auto p2 = PushStateDict(hub.client(), sd, Req(repo, 4096));
-  ASSERT_TRUE(p2.ok()) << p2.status().ToString();
+  ASSERT_OK(p2);
   EXPECT_EQ(hub.Snapshots(repo), snaps + 1) << "one commit";
   EXPECT_EQ(p2->deleted, (std::vector<std::string>{"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
                                                     "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors"}));
@@ -124,7 +125,7 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
 
   // 3) One file: the shards and the index are stale now.
   auto p3 = PushStateDict(hub.client(), sd, Req(repo, 1ull << 30));
-  ASSERT_TRUE(p3.ok()) << p3.status().ToString();
+  ASSERT_OK(p3);
   EXPECT_EQ(p3->deleted, (std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
                                                     "model.safetensors.index.json"}));
   auto tree3 = hub.Tree(repo, p3->commit_oid);
@@ -135,7 +136,7 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
   // 4) Same state dict again: nothing changed, no commit, no bytes.
   hub.recorder().Clear();
   auto p4 = PushStateDict(hub.client(), sd, Req(repo, 1ull << 30));
-  ASSERT_TRUE(p4.ok()) << p4.status().ToString();
+  ASSERT_OK(p4);
   EXPECT_FALSE(p4->committed);
   EXPECT_EQ(p4->commit_oid, p3->commit_oid);
   EXPECT_EQ(hub.Puts(), 0u);
@@ -143,20 +144,20 @@ TEST(PushStateDict, ShardsRoundTripAndStaleShardsAreDeletedInTheSameCommit) {
 
 TEST(PushStateDict, VariantPushLeavesOtherVariantsAlone) {
   PushServer hub(4096);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   const std::string repo = "org/variants";
   StateDict sd = MakeStateDict();
   auto plain = PushStateDict(hub.client(), sd, Req(repo, 2048));
-  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_OK(plain);
   auto r = Req(repo, 2048);
   r.save.variant = "fp16";
   r.path_in_repo = "";
   auto v1 = PushStateDict(hub.client(), sd, r);
-  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  ASSERT_OK(v1);
   EXPECT_TRUE(v1->deleted.empty());
   r.save.max_shard_size = uint64_t{1} << 30;
   auto v2 = PushStateDict(hub.client(), sd, r);
-  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  ASSERT_OK(v2);
   EXPECT_EQ(v2->deleted, (std::vector<std::string>{"model.fp16-00001-of-00004.safetensors",
                                                     "model.fp16-00002-of-00004.safetensors",
                                                     "model.fp16-00003-of-00004.safetensors",
@@ -172,20 +173,20 @@ TEST(PushStateDict, VariantPushLeavesOtherVariantsAlone) {
 
 TEST(PushStateDict, SubfolderAndWeightsName) {
   PushServer hub(4096);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   StateDict sd = MakeStateDict();
   auto r = Req("org/pipe", 2048);
   r.path_in_repo = "unet";
   r.save.weights_name = "diffusion_pytorch_model";
   auto a = PushStateDict(hub.client(), sd, r);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_OK(a);
   auto r2 = Req("org/pipe", 2048);
   r2.path_in_repo = "text_encoder";
   auto b = PushStateDict(hub.client(), sd, r2);
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_OK(b);
   r.save.max_shard_size = uint64_t{1} << 30;
   auto c = PushStateDict(hub.client(), sd, r);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   auto tree = hub.Tree("org/pipe", c->commit_oid);
   EXPECT_EQ(Names(tree), (std::set<std::string>{".gitattributes", "unet/diffusion_pytorch_model.safetensors",
                                                  "text_encoder/model-00001-of-00004.safetensors",
@@ -211,10 +212,10 @@ TEST(PushStateDict, StalePatternsAreExact) {
 
 TEST(PushStateDict, FailureLeavesNoCommit) {
   PushServer hub(4096);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   StateDict sd = MakeStateDict();
   auto first = PushStateDict(hub.client(), sd, Req("org/fail", 2048));
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(first);
   StateDict sd2 = MakeStateDict();
   sd2[0].second = sd2[0].second.add(1);  // new bytes for shard 1
   hub.server().faults().SetStatusForNext("/_lfs/", 500, -1);

@@ -14,6 +14,7 @@
 
 #include "field_support.h"
 #include "hubload/hub.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -59,7 +60,7 @@ Outcome DownloadUnderBudget(uint64_t size, uint64_t budget, int connections, boo
   static int seed = 40;
   auto hub = HubWithLog(logs);
   if (!hub) return out;
-  out.data = Pattern(size, ++seed);
+  out.data = PatternBytes(size, ++seed);
   hub->AddRepo("org/big", {{"w.bin", out.data}}, SmallLfs());
   hub->faults().SetSignedUrlByteBudget(budget);
   if (more_faults) more_faults(hub->faults());
@@ -86,7 +87,7 @@ Outcome DownloadUnderBudget(uint64_t size, uint64_t budget, int connections, boo
 TEST(FieldB44, ParallelRangesContinueOnARenewedUrlAndRefreshesAreCoalesced) {
   const uint64_t size = 8 * kMiB, budget = 3 * kMiB;
   Outcome o = DownloadUnderBudget(size, budget, 8, true);
-  ASSERT_TRUE(o.path.ok()) << o.path.status().ToString();
+  ASSERT_OK(o.path);
   // Each URL serves 3 MiB, so 8 MiB need at least 3 URLs: 2 re-resolves. One
   // per expiry (coalesced), not one per worker that saw the 403 (up to 8).
   EXPECT_GE(o.counts.heads, 3u);
@@ -101,7 +102,7 @@ TEST(FieldB44, ParallelRangesContinueOnARenewedUrlAndRefreshesAreCoalesced) {
 TEST(FieldB44, OneStreamResumesWithRangeOnEachRenewedUrl) {
   const uint64_t size = 2 * kMiB, budget = 512 * 1024;
   Outcome o = DownloadUnderBudget(size, budget, 1, false);
-  ASSERT_TRUE(o.path.ok()) << o.path.status().ToString();
+  ASSERT_OK(o.path);
   EXPECT_EQ(o.counts.heads, 4u);  // 2 MiB at 512 KiB per URL: the first URL and 3 renewals
   EXPECT_EQ(o.counts.cdn_403, 3u);
   EXPECT_EQ(o.counts.cdn_bytes, size);  // every byte sent once
@@ -113,7 +114,7 @@ TEST(FieldB44, C_RenewalDoesNotTakeFromTheRetryBudget) {
   const uint64_t size = 2 * kMiB, budget = 800 * 1024;
   Outcome o = DownloadUnderBudget(size, budget, 1, false, /*max_retries=*/1,
                                   [](hubload::server::Faults& f) { f.SetStatusForNext("models--org--big/", 503, 1); });
-  ASSERT_TRUE(o.path.ok()) << o.path.status().ToString();
+  ASSERT_OK(o.path);
   EXPECT_EQ(o.counts.heads, 3u);  // 2 MiB at 800 KiB per URL: 3 URLs
   EXPECT_EQ(o.counts.cdn_403, 2u);
   EXPECT_EQ(o.counts.cdn_bytes, size);

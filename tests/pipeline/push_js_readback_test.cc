@@ -11,7 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/upload_torch.h"
-#include "tests/push/push_test_util.h"
+#include "testing/push_server.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
@@ -60,20 +61,20 @@ TEST(PushJs, JsClientReadsWhatWasPushed) {
   std::string why;
   if (!JsClientAvailable(&why)) GTEST_SKIP() << why;
   PushServer hub(512);  // small multipart chunk: the 1 KiB shards go multipart
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   StateDict sd = MakeStateDict();
   PushStateDictRequest req;
   req.repo_id = "org/js";
   req.create_repo = true;
   req.save.max_shard_size = uint64_t{1024};
   auto p1 = PushStateDict(hub.client(), sd, req);
-  ASSERT_TRUE(p1.ok()) << p1.status().ToString();
+  ASSERT_OK(p1);
 
   TempDir local;
   SaveOptions so;
   so.max_shard_size = uint64_t{1024};
   auto saved = SaveSharded(sd, local.str(), so);
-  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_OK(saved);
   ASSERT_EQ(saved->files.size(), 5u);
 
   auto files = ReadWithJs(hub, "org/js", p1->commit_oid);
@@ -96,7 +97,7 @@ TEST(PushJs, JsClientReadsWhatWasPushed) {
   // Fewer shards: JS sees exactly the new set at the new head.
   req.save.max_shard_size = uint64_t{2048};
   auto p2 = PushStateDict(hub.client(), sd, req);
-  ASSERT_TRUE(p2.ok()) << p2.status().ToString();
+  ASSERT_OK(p2);
   auto files2 = ReadWithJs(hub, "org/js", "main");
   std::set<std::string> got2;
   for (auto& [p, v] : files2.items()) got2.insert(p);

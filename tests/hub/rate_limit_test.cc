@@ -15,6 +15,7 @@
 
 #include "field_support.h"
 #include "hubload/hub.h"
+#include "testing/status_matchers.h"
 
 using hubload::Code;
 using hubload::server::Faults;
@@ -51,7 +52,7 @@ std::vector<nlohmann::json> Resolvers(const std::vector<nlohmann::json>& log) {
 // 16 small regular files: a snapshot costs 32 resolver requests (HEAD + GET each).
 std::map<std::string, std::string> SmallFiles() {
   std::map<std::string, std::string> files;
-  for (int i = 0; i < 16; ++i) files["f" + std::to_string(i) + ".txt"] = Pattern(100, 100 + i);
+  for (int i = 0; i < 16; ++i) files["f" + std::to_string(i) + ".txt"] = PatternBytes(100, 100 + i);
   return files;
 }
 
@@ -93,7 +94,7 @@ Outcome SnapshotUnderLimit(const std::map<std::string, std::string>& files, int 
 // plus the 8 threads that send the files' HEADs ahead of them: kInFlight), and no resolver
 // request reaches it for about the announced wait after them.
 void ExpectPausedTogether(const Outcome& run, double min_gap_s) {
-  ASSERT_TRUE(run.result.ok()) << run.result.status().ToString();
+  ASSERT_OK(run.result);
   auto res = Resolvers(run.log);
   EXPECT_EQ(res.size() - std::count_if(res.begin(), res.end(), [](auto& j) { return j.value("status", 0) == 429; }),
             32u);  // every HEAD and GET answered once
@@ -144,7 +145,7 @@ TEST(FieldB38, R2_RetryAfterHttpDateIsHonoured) {
 
 TEST(FieldB38, R3_NoHintHeadersBackOffAndSucceed) {
   Outcome run = SnapshotUnderLimit(SmallFiles(), 20, 2, 0);
-  ASSERT_TRUE(run.result.ok()) << run.result.status().ToString();
+  ASSERT_OK(run.result);
   auto res = Resolvers(run.log);
   size_t ok = 0;
   for (auto& j : res) ok += j.value("status", 0) != 429;
@@ -192,7 +193,7 @@ TEST(FieldB38, R5_A429FromTheCdnOnARangedPartRetriesOnlyThatPart) {
   TempDir logs, cache;
   auto hub = HubWithLog(logs);
   ASSERT_TRUE(hub);
-  std::string data = Pattern(4 * kMiB, 5);
+  std::string data = PatternBytes(4 * kMiB, 5);
   hub->AddRepo("org/big", {{"w.bin", data}}, SmallLfs());
   hub->faults().SetRateLimit("cdn", 2, 2, Faults::kRateLimitHeaders);
   auto o = Opts(*hub, cache.str());
@@ -200,7 +201,7 @@ TEST(FieldB38, R5_A429FromTheCdnOnARangedPartRetriesOnlyThatPart) {
   o.range_chunk_bytes = 1 * kMiB;
   o.connections = 4;
   auto p = hubload::HubClient(o).Download(Req("org/big", "w.bin"));
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(FileSha256(*p), Sha256(data));
   auto log = AccessLog(*hub, logs);
   uint64_t served = 0;
@@ -231,14 +232,14 @@ TEST(FieldB38, R6_APinnedCommitCompleteInTheCacheCostsNoRequest) {
   auto o = Opts(*hub, cache.str());
   hubload::SnapshotRequest req;
   req.repo_id = "org/m";
-  ASSERT_TRUE(hubload::HubClient(o).Snapshot(req).ok());
+  ASSERT_OK(hubload::HubClient(o).Snapshot(req));
   const uint64_t before = hub->server->stats().requests;
   // Every group is closed now; a pinned, complete snapshot must not notice.
   hub->faults().SetRateLimit("resolvers", 0, 900, Faults::kRateLimitHeaders);
   hub->faults().SetRateLimit("api", 0, 900, Faults::kRateLimitHeaders);
   req.revision = commit;
   auto again = hubload::HubClient(o).Snapshot(req);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   EXPECT_EQ(*again, cache.str() + "/models--org--m/snapshots/" + commit);
   EXPECT_EQ(hub->server->stats().requests, before);
 }

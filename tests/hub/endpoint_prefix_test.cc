@@ -14,6 +14,7 @@
 
 #include "field_support.h"
 #include "hubload/hub.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -30,7 +31,7 @@ const std::map<std::string, std::string> kFiles = {{"config.json", "{\"a\": 1}"}
                                                    {"tokenizer.json", "{\"t\": []}"},
                                                    {"sub/one.txt", "one"},
                                                    {"sub/two.txt", "two"},
-                                                   {"model.safetensors", Pattern(5000, 7)}};
+                                                   {"model.safetensors", PatternBytes(5000, 7)}};
 
 std::unique_ptr<hubload::testing::TestHub> PrefixedHub(const TempDir& logs) {
   hubload::server::ServerOptions so;
@@ -59,14 +60,14 @@ std::vector<std::string> DownloadThrough(const std::string& endpoint_suffix) {
   o.config.endpoint = hub->url() + endpoint_suffix;
   hubload::HubClient client(o);
   auto f = client.Download(Req("org/m", "model.safetensors"));
-  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_OK(f);
   if (f.ok()) {
     EXPECT_EQ(FileSha256(*f), Sha256(kFiles.at("model.safetensors")));
   }
   hubload::SnapshotRequest s;
   s.repo_id = "org/m";
   auto snap = client.Snapshot(s);
-  EXPECT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_OK(snap);
   if (snap.ok()) {
     EXPECT_EQ(*snap, cache.str() + "/models--org--m/snapshots/" + commit);  // the usual folder name
     for (auto& [path, bytes] : kFiles) {
@@ -74,7 +75,7 @@ std::vector<std::string> DownloadThrough(const std::string& endpoint_suffix) {
     }
   }
   auto l = client.ListFiles("org/m", "main");
-  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_OK(l);
   if (l.ok()) {
     EXPECT_EQ(l->files.size(), kFiles.size());
   }
@@ -119,7 +120,7 @@ TEST(FieldB41, UploadsKeepThePrefix) {
   auto hub = PrefixedHub(logs);
   ASSERT_TRUE(hub);
   hub->AddRepo("org/up", {{"README.md", "x"}});
-  hubload::testing::WriteFileBytes(folder.path() / "weights.bin", Pattern(4096, 9));
+  hubload::testing::WriteFileBytes(folder.path() / "weights.bin", PatternBytes(4096, 9));
   hubload::testing::WriteFileBytes(folder.path() / "notes.txt", std::string("small"));
   auto o = Opts(*hub, "");
   o.config.token = "hf_writer";
@@ -127,7 +128,7 @@ TEST(FieldB41, UploadsKeepThePrefix) {
   up.repo_id = "org/up";
   up.folder = folder.str();
   auto c = hubload::HubClient(o).UploadFolder(up);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK(c);
   auto reqs = HubRequests(AccessLog(*hub, logs));
   ExpectAllUnderThePrefix(reqs);
   for (const char* step : {"/preupload/", "/commit/"}) {
@@ -159,7 +160,7 @@ TEST_P(FieldB46, MetadataComesFromTheFinalSameHostAnswerOfAMovedRepo) {
   o.config.token = "hf_reader";
   for (const char* name : {"config.json", "model.safetensors"}) {  // a regular file, then an LFS one via the CDN
     auto f = hubload::HubClient(o).Download(Req("Old/Name", name));
-    ASSERT_TRUE(f.ok()) << name << ": " << f.status().ToString();
+    ASSERT_OK(f) << name << ": " << f.status().ToString();
     EXPECT_EQ(*f, cache.str() + "/models--Old--Name/snapshots/" + commit + "/" + name);  // the requested id
     EXPECT_EQ(FileSha256(*f), Sha256(kFiles.at(name)));
   }

@@ -14,6 +14,7 @@
 
 #include "field_support.h"
 #include "hubload/hub.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -66,7 +67,8 @@ std::map<std::string, std::string> Listing(const std::string& root) {
 }
 
 const std::map<std::string, std::string> kFilesA = {
-    {"config.json", "{\"v\": 1}"}, {"s1.safetensors", Pattern(3000, 1)}, {"s2.safetensors", Pattern(3000, 2)}};
+    {"config.json", "{\"v\": 1}"}, {"s1.safetensors", PatternBytes(3000, 1)}, {"s2.safetensors", PatternBytes(3000,
+                                                                                                              2)}};
 
 }  // namespace
 
@@ -81,7 +83,7 @@ class FieldB39 : public ::testing::Test {
     commit_a_ = hub_->AddRepo("org/m", kFilesA, SmallLfs());
     hubload::SnapshotRequest req;
     req.repo_id = "org/m";
-    ASSERT_TRUE(hubload::HubClient(Opts(*hub_, cache_.str())).Snapshot(req).ok());
+    ASSERT_OK(hubload::HubClient(Opts(*hub_, cache_.str())).Snapshot(req));
     ro_ = std::make_unique<ReadOnlyView>(cache_.str());
     if (!ro_->ok()) GTEST_SKIP() << "cannot make a read-only bind mount here (needs CAP_SYS_ADMIN): " << ro_->error();
     before_ = Listing(ro_->str());
@@ -100,10 +102,10 @@ TEST_F(FieldB39, A_OnlineHitReturnsTheCachedSnapshotWithoutWriting) {
   hubload::SnapshotRequest req;
   req.repo_id = "org/m";
   auto p = hubload::HubClient(RoOpts()).Snapshot(req);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(*p, ro_->str() + "/models--org--m/snapshots/" + commit_a_);
   auto f = hubload::HubClient(RoOpts()).Download(Req("org/m", "s1.safetensors"));
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   EXPECT_EQ(FileSha256(*f), Sha256(kFilesA.at("s1.safetensors")));
   ExpectUnchanged();
 }
@@ -114,7 +116,7 @@ TEST_F(FieldB39, C_OfflineHitWritesNothing) {
   hubload::SnapshotRequest req;
   req.repo_id = "org/m";
   auto p = hubload::HubClient(o).Snapshot(req);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   EXPECT_EQ(*p, ro_->str() + "/models--org--m/snapshots/" + commit_a_);
   ExpectUnchanged();
 }
@@ -125,11 +127,11 @@ TEST_F(FieldB39, E_PinnedCommitSendsNoRequestAndWritesNothing) {
   req.repo_id = "org/m";
   req.revision = commit_a_;
   auto p = hubload::HubClient(RoOpts()).Snapshot(req);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   auto r = Req("org/m", "config.json");
   r.revision = commit_a_;
   auto f = hubload::HubClient(RoOpts()).Download(r);
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   EXPECT_EQ(hub_->server->stats().requests, before);
   ExpectUnchanged();
 }

@@ -14,6 +14,7 @@
 #include "field_support.h"
 #include "hubload/hub.h"
 #include "raw_server.h"
+#include "testing/status_matchers.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -80,7 +81,7 @@ TEST(FieldB45, BlankTokensSendNoAuthorizationAndFileTokensAreTrimmed) {
     RawServer s(FileAnswer);
     auto o = RawOpts(s, cache.str(), "");
     o.config.token = hubload::HubConfig::FromEnvironment().token;
-    ASSERT_TRUE(hubload::HubClient(o).Download(Req("org/m", "f.txt")).ok());
+    ASSERT_OK(hubload::HubClient(o).Download(Req("org/m", "f.txt")));
     EXPECT_TRUE(AuthLines(s.requests()).empty()) << "HF_TOKEN='" << blank << "'";
     fs::remove_all(cache.path() / "models--org--m");
   }
@@ -90,7 +91,7 @@ TEST(FieldB45, BlankTokensSendNoAuthorizationAndFileTokensAreTrimmed) {
     RawServer s(FileAnswer);
     auto o = RawOpts(s, cache.str(), "");
     o.config.token = hubload::HubConfig::FromEnvironment().token;
-    ASSERT_TRUE(hubload::HubClient(o).Download(Req("org/m", "f.txt")).ok());
+    ASSERT_OK(hubload::HubClient(o).Download(Req("org/m", "f.txt")));
     auto auth = AuthLines(s.requests());
     ASSERT_FALSE(auth.empty());
     for (auto& a : auth) {
@@ -177,6 +178,6 @@ TEST(FieldB45, GrantedAccessWorksAtOnceWithoutCleaningTheCache) {
   EXPECT_EQ(denied.status().code(), Code::kGated);
   granted = true;
   auto ok = hubload::HubClient(o).Download(Req("org/g", "f.txt"));
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_OK(ok);
   EXPECT_EQ(FileSha256(*ok), Sha256(kBody));
 }

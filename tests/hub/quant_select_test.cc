@@ -11,6 +11,7 @@
 #include "field_support.h"
 #include "hubload/hub.h"
 #include "hubload/quant.h"
+#include "testing/status_matchers.h"
 
 using hubload::Code;
 using hubload::testing::TempDir;
@@ -41,14 +42,14 @@ Pull PullTag(const std::string& tag) {
   hub->AddRepo("org/q", files);
   hubload::HubClient client(Opts(*hub, cache.str()));
   auto listing = client.ListFiles("org/q", "main");
-  EXPECT_TRUE(listing.ok()) << listing.status().ToString();
+  EXPECT_OK(listing);
   if (!listing.ok()) return out;
   std::vector<std::string> paths;
   for (auto& f : listing->files) paths.push_back(f.path);
   out.sel = hubload::SelectQuantFiles(paths, tag);
   if (out.sel.ok()) {
     hubload::Status st = client.DownloadFiles("org/q", "main", hubload::RepoType::kModel, out.sel->files, {});
-    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_OK(st);
   }
   for (auto& j : AccessLog(*hub, logs)) {
     std::string path = j.value("path", "");
@@ -65,7 +66,7 @@ Pull PullTag(const std::string& tag) {
 TEST(FieldB55, ATagPicksEveryPartOfItsSplitInOrderWhateverItsCase) {
   for (const std::string tag : {"Q4_K_M", "q4_k_m"}) {
     Pull p = PullTag(tag);
-    ASSERT_TRUE(p.sel.ok()) << tag << ": " << p.sel.status().ToString();
+    ASSERT_OK(p.sel) << tag << ": " << p.sel.status().ToString();
     EXPECT_EQ(p.sel->files, (std::vector<std::string>{"Q4_K_M/m-Q4_K_M-00001-of-00003.gguf",
                                                       "Q4_K_M/m-Q4_K_M-00002-of-00003.gguf",
                                                       "Q4_K_M/m-Q4_K_M-00003-of-00003.gguf"}));
@@ -74,15 +75,15 @@ TEST(FieldB55, ATagPicksEveryPartOfItsSplitInOrderWhateverItsCase) {
   }
   for (const std::string tag : {"MXFP4", "mxfp4"}) {
     Pull p = PullTag(tag);
-    ASSERT_TRUE(p.sel.ok()) << tag << ": " << p.sel.status().ToString();
+    ASSERT_OK(p.sel) << tag << ": " << p.sel.status().ToString();
     EXPECT_EQ(p.asked, (std::set<std::string>{"m-mxfp4-00001-of-00002.gguf", "m-mxfp4-00002-of-00002.gguf"}));
     EXPECT_EQ(p.sel->files.front(), "m-mxfp4-00001-of-00002.gguf");
   }
   Pull q8 = PullTag("Q8_0");
-  ASSERT_TRUE(q8.sel.ok()) << q8.sel.status().ToString();
+  ASSERT_OK(q8.sel);
   EXPECT_EQ(q8.asked, (std::set<std::string>{"m-Q8_0.gguf"}));
   Pull best = PullTag("best");
-  ASSERT_TRUE(best.sel.ok()) << best.sel.status().ToString();
+  ASSERT_OK(best.sel);
   EXPECT_EQ(best.asked, (std::set<std::string>{"best-of-breed.gguf"}));  // one file, never a part
   EXPECT_EQ(best.sel->parts, 1);
 }

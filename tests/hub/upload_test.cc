@@ -9,13 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "hubload/hub.h"
-#include "tests/push/push_test_util.h"
+#include "testing/push_server.h"
+#include "testing/status_matchers.h"
 
 namespace hubload {
 namespace {
 namespace fs = std::filesystem;
 using pushtest::PushServer;
-using pushtest::RandomBytes;
+using pushtest::PatternBytes;
 using pushtest::ReadText;
 using testing::Sha256Hex;
 using testing::TempDir;
@@ -30,8 +31,8 @@ std::string Sha(const std::string& s) { return Sha256Hex(s.data(), s.size()); }
 std::map<std::string, std::string> MakeFolder(const fs::path& dir, uint32_t seed = 1) {
   std::map<std::string, std::string> files{
       {"config.json", "{\"hidden_size\": 8}\n"},
-      {"model-00001-of-00002.safetensors", RandomBytes(3 * kChunk + 123, seed)},  // 4 parts
-      {"model-00002-of-00002.safetensors", RandomBytes(kChunk / 2, seed + 1)},    // basic
+      {"model-00001-of-00002.safetensors", PatternBytes(3 * kChunk + 123, seed)},  // 4 parts
+      {"model-00002-of-00002.safetensors", PatternBytes(kChunk / 2, seed + 1)},    // basic
       {"model.safetensors.index.json", "{\"metadata\": {}, \"weight_map\": {}}\n"},
       {"sub/notes.txt", "hello\n"},
   };
@@ -57,11 +58,11 @@ UploadFolderRequest Req(const std::string& repo, const fs::path& dir) {
 
 TEST(PushUpload, FolderRoundTripsByteForByte) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
   auto files = MakeFolder(local.path());
   auto info = hub.client().UploadFolder(Req("org/ckpt", local.path()));
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   EXPECT_TRUE(info->committed);
   EXPECT_EQ(info->commit_oid.size(), 40u);
   EXPECT_EQ(hub.Ref("org/ckpt"), info->commit_oid);
@@ -97,12 +98,12 @@ TEST(PushUpload, FolderRoundTripsByteForByte) {
     fr.repo_id = "org/ckpt";
     fr.filename = p;
     auto got = client.Download(fr);
-    ASSERT_TRUE(got.ok()) << p << ": " << got.status().ToString();
+    ASSERT_OK(got) << p << ": " << got.status().ToString();
     EXPECT_EQ(ReadText(*got), bytes) << p;
   }
   // Tree API: lfs oid == sha256 of the bytes, size == byte count.
   auto listing = client.ListFiles("org/ckpt", "main");
-  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  ASSERT_OK(listing);
   for (auto& f : listing->files) {
     if (f.path == ".gitattributes") continue;
     ASSERT_TRUE(files.count(f.path)) << f.path;
@@ -117,13 +118,13 @@ TEST(PushUpload, MultipartWhenServerAsksAndNoPutLargerThanChunk) {
   // B21 scaled down: T = 64 KiB; a T+1 file and a 4T file must go multipart,
   // every single PUT carries at most T bytes and never an empty body.
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
-  std::string a = RandomBytes(kChunk + 1, 7), b = RandomBytes(4 * kChunk, 8);
+  std::string a = PatternBytes(kChunk + 1, 7), b = PatternBytes(4 * kChunk, 8);
   WriteFileBytes(local.path() / "a.safetensors", a);
   WriteFileBytes(local.path() / "b.safetensors", b);
   auto info = hub.client().UploadFolder(Req("org/big", local.path()));
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   size_t puts = 0, a_parts = 0, b_parts = 0, completes = 0;
   for (auto& r : hub.recorder().log()) {
     if (r.method == "PUT") {
@@ -148,18 +149,18 @@ TEST(PushUpload, MultipartWhenServerAsksAndNoPutLargerThanChunk) {
 
 TEST(PushUpload, FileTheServerHoldsTransfersNoBytes) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
   auto files = MakeFolder(local.path());
   auto first = hub.client().UploadFolder(Req("org/same", local.path()));
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(first);
 
   // Same folder again: preupload reports the same oids, nothing is sent and
   // no commit is made.
   hub.recorder().Clear();
   hub.server().ResetStats();
   auto again = hub.client().UploadFolder(Req("org/same", local.path()));
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_OK(again);
   EXPECT_FALSE(again->committed);
   EXPECT_EQ(again->commit_oid, first->commit_oid);
   EXPECT_EQ(hub.Ref("org/same"), first->commit_oid);
@@ -176,7 +177,7 @@ TEST(PushUpload, FileTheServerHoldsTransfersNoBytes) {
   hub.recorder().Clear();
   auto req = Req("org/same", local2.path());
   auto copy = hub.client().UploadFolder(req);
-  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  ASSERT_OK(copy);
   EXPECT_TRUE(copy->committed);
   EXPECT_EQ(hub.Puts(), 0u);
   EXPECT_EQ(copy->lfs_bytes_uploaded, 0u);
@@ -187,13 +188,13 @@ TEST(PushUpload, FileTheServerHoldsTransfersNoBytes) {
 
 TEST(PushUpload, PartFailingOnceIsResentWithItsBytes) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
-  std::string bytes = RandomBytes(3 * kChunk + 5, 21);
+  std::string bytes = PatternBytes(3 * kChunk + 5, 21);
   WriteFileBytes(local.path() / "w.safetensors", bytes);
   hub.server().faults().SetStatusForNext("/part/2", 500, 1);
   auto info = hub.client().UploadFolder(Req("org/retry", local.path()));
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   // Part 2 went out twice, both times with the full part length.
   std::vector<uint64_t> part2;
   for (auto& r : hub.recorder().log())
@@ -207,11 +208,11 @@ TEST(PushUpload, PartFailingOnceIsResentWithItsBytes) {
 
 TEST(PushUpload, ServerErrorInTheMiddleLeavesNoCommit) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
   auto files = MakeFolder(local.path());
   auto first = hub.client().UploadFolder(Req("org/atomic", local.path()));
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(first);
   size_t snaps = hub.Snapshots("org/atomic");
   hub.recorder().Clear();
 
@@ -235,11 +236,11 @@ TEST(PushUpload, ServerErrorInTheMiddleLeavesNoCommit) {
 
 TEST(PushUpload, CreatePrMakesRefsPrN) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
   auto files = MakeFolder(local.path());
   auto first = hub.client().UploadFolder(Req("org/pr", local.path()));
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(first);
 
   TempDir local2;
   WriteFileBytes(local2.path() / "config.json", std::string("{\"hidden_size\": 16}\n"));
@@ -248,7 +249,7 @@ TEST(PushUpload, CreatePrMakesRefsPrN) {
     req.create_pr = true;
     req.commit_message = "PR " + std::to_string(n);
     auto pr = hub.client().UploadFolder(req);
-    ASSERT_TRUE(pr.ok()) << pr.status().ToString();
+    ASSERT_OK(pr);
     EXPECT_EQ(pr->pr_num, n);
     EXPECT_EQ(pr->pr_url, hub.server().url() + "/org/pr/discussions/" + std::to_string(n));
     EXPECT_EQ(hub.Ref("org/pr", "refs/pr/" + std::to_string(n)), pr->commit_oid);
@@ -261,17 +262,17 @@ TEST(PushUpload, CreatePrMakesRefsPrN) {
 
 TEST(PushUpload, StaleParentCommitIsRefused) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir a, b, c;
   WriteFileBytes(a.path() / "x.txt", std::string("one"));
   WriteFileBytes(b.path() / "x.txt", std::string("two"));
   WriteFileBytes(c.path() / "x.txt", std::string("three"));
   auto c1 = hub.client().UploadFolder(Req("org/parent", a.path()));
-  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_OK(c1);
   auto rb = Req("org/parent", b.path());
   rb.parent_commit = c1->commit_oid;  // current head: accepted
   auto c2 = hub.client().UploadFolder(rb);
-  ASSERT_TRUE(c2.ok()) << c2.status().ToString();
+  ASSERT_OK(c2);
   auto rc = Req("org/parent", c.path());
   rc.parent_commit = c1->commit_oid;  // no longer the head
   auto c3 = hub.client().UploadFolder(rc);
@@ -284,7 +285,7 @@ TEST(PushUpload, StaleParentCommitIsRefused) {
 
 TEST(PushUpload, PatternsAndDeletes) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
   auto files = MakeFolder(local.path());
   auto req = Req("org/pat", local.path());
@@ -292,7 +293,7 @@ TEST(PushUpload, PatternsAndDeletes) {
   req.allow_patterns = {"*.safetensors", "*.json"};
   req.ignore_patterns = {"*.index.json"};
   auto first = hub.client().UploadFolder(req);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(first);
   auto tree = hub.Tree("org/pat", first->commit_oid);
   tree.erase(".gitattributes");
   std::set<std::string> got;
@@ -303,13 +304,13 @@ TEST(PushUpload, PatternsAndDeletes) {
   // Second push: only shard 1 (new bytes); delete every other safetensors
   // under unet/ — but not what this commit writes, and nothing outside unet/.
   TempDir local2;
-  std::string shard = RandomBytes(1000, 5);
+  std::string shard = PatternBytes(1000, 5);
   WriteFileBytes(local2.path() / "model-00001-of-00002.safetensors", shard);
   auto req2 = Req("org/pat", local2.path());
   req2.path_in_repo = "unet";
   req2.delete_patterns = {"*.safetensors"};
   auto second = hub.client().UploadFolder(req2);
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_OK(second);
   EXPECT_EQ(second->deleted, (std::vector<std::string>{"unet/model-00002-of-00002.safetensors"}));
   auto tree2 = hub.Tree("org/pat", second->commit_oid);
   EXPECT_EQ(tree2.count("unet/model-00002-of-00002.safetensors"), 0u);
@@ -320,7 +321,7 @@ TEST(PushUpload, PatternsAndDeletes) {
 
 TEST(PushUpload, BadInputIsRefusedBeforeAnyRequest) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
   auto r1 = hub.client().UploadFolder(Req("org/x", local.path() / "missing"));
   EXPECT_EQ(r1.status().code(), Code::kInvalidArgument);
@@ -339,11 +340,11 @@ TEST(PushUpload, BadInputIsRefusedBeforeAnyRequest) {
 
 TEST(PushUpload, WrongTokenNamesNoToken) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
   MakeFolder(local.path());
   auto first = hub.client().UploadFolder(Req("org/auth", local.path()));
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_OK(first);
   ClientOptions bad = hub.options();
   bad.config.token = "hf_WRONGSECRET987654";
   auto req = Req("org/auth", local.path());
@@ -356,7 +357,7 @@ TEST(PushUpload, WrongTokenNamesNoToken) {
 
 TEST(PushUpload, ProgressReportsHashAndUploadBytes) {
   PushServer hub(kChunk);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   TempDir local;
   auto files = MakeFolder(local.path());
   uint64_t all = 0, lfs = 0;
@@ -387,7 +388,7 @@ TEST(PushUpload, ProgressReportsHashAndUploadBytes) {
     }
   };
   auto info = hub.client().UploadFolder(req);
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_OK(info);
   EXPECT_EQ(last[UploadPhase::kHashing].bytes_done, all);
   EXPECT_EQ(last[UploadPhase::kHashing].bytes_total, all);
   EXPECT_EQ(last[UploadPhase::kUploading].bytes_done, lfs);
@@ -441,7 +442,7 @@ std::string CliBin() {
 
 TEST(PushCli, PrintsCommitAndUrlAndHonoursFilters) {
   pushtest::PushServer hub(64 * 1024);
-  ASSERT_TRUE(hub.ok());
+  ASSERT_OK(hub);
   testing::TempDir local;
   auto files = MakeFolder(local.path());
   std::string base = CliBin() + " --endpoint " + hub.server().url() + " --token " + pushtest::kToken +

@@ -1,5 +1,7 @@
-// Shared fixtures of the push tests: an in-process `hubload serve` with a
-// store folder, a transport that records every request it forwards, and
+// Shared fixtures of the upload and push tests (tests/hub/upload_test.cc,
+// tests/pipeline/push_*_test.cc): the suites' one in-process `hubload serve`
+// (testing/hub_server.h) with tokens and multipart uploads, a transport that
+// records every request it forwards, and
 // helpers that read the server's store directly (the independent view of
 // what was committed).
 #pragma once
@@ -17,10 +19,12 @@
 #include "hubload/server.h"
 #include "hubload/transport.h"
 #include "hubload/upload.h"
+#include "testing/hub_server.h"
 #include "testing/util.h"
 
 namespace hubload::pushtest {
 namespace fs = std::filesystem;
+using hubload::testing::PatternBytes;
 
 inline constexpr const char* kToken = "hf_pushtest_token_123";
 
@@ -64,14 +68,6 @@ class RecordingTransport : public HttpTransport {
   std::vector<Recorded> log_;
 };
 
-/// Random bytes (deterministic per seed).
-inline std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
-  return s;
-}
-
 inline std::string ReadText(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -83,7 +79,6 @@ class PushServer {
  public:
   explicit PushServer(uint64_t multipart_chunk = 64 * 1024) {
     server::ServerOptions so;
-    so.root = store_.str();
     so.tokens = {kToken};
     so.multipart_chunk_size = multipart_chunk;
     so.access_log = (log_dir_.path() / "access.jsonl").string();
@@ -94,33 +89,29 @@ class PushServer {
     // issue reported to the lead). With one accept thread every live socket has
     // a distinct address and the parts still upload in parallel.
     so.threads = 1;
-    auto s = server::Server::Start(so);
-    if (!s.ok()) {
-      ADD_FAILURE() << s.status().ToString();
-      return;
-    }
-    server_ = std::move(*s);
+    hub_ = testing::StartTestHub(so);  // so.root: the hub's own store
+    if (!hub_) return;
     RetryPolicy fast;
     fast.max_retries = 3;
     fast.initial_backoff_s = 0.01;
     fast.max_backoff_s = 0.05;
     fast.max_total_s = 20;
     recorder_ = std::make_shared<RecordingTransport>(MakeCurlTransport());
-    options_.config.endpoint = server_->url();
+    options_.config.endpoint = hub_->url();
     options_.config.token = kToken;
     options_.transport = MakeRetryingTransport(recorder_, fast);
     options_.upload_workers = 4;
   }
 
-  server::Server& server() { return *server_; }
-  bool ok() const { return server_ != nullptr; }
+  server::Server& server() { return *hub_->server; }
+  bool ok() const { return hub_ != nullptr; }
   ClientOptions& options() { return options_; }
   /// A client of this server (the one Hub session of uploads and downloads).
   HubClient client() const { return HubClient(options_); }
   RecordingTransport& recorder() { return *recorder_; }
-  fs::path store() const { return store_.path(); }
+  fs::path store() const { return hub_->root.path(); }
   fs::path RepoDir(const std::string& repo_id) const {
-    return store_.path() / hubload::RepoFolderName(repo_id, RepoType::kModel);
+    return hub_->root.path() / hubload::RepoFolderName(repo_id, RepoType::kModel);
   }
   /// Head of `ref` read from the store's refs folder ("" when absent).
   std::string Ref(const std::string& repo_id, const std::string& ref = "main") const {
@@ -162,9 +153,8 @@ class PushServer {
   }
 
  private:
-  testing::TempDir store_;
   testing::TempDir log_dir_;
-  std::unique_ptr<server::Server> server_;
+  std::unique_ptr<testing::TestHub> hub_;
   std::shared_ptr<RecordingTransport> recorder_;
   ClientOptions options_;
 };

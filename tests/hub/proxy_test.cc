@@ -23,6 +23,7 @@
 
 #include "field_support.h"
 #include "hubload/hub.h"
+#include "testing/status_matchers.h"
 
 using hubload::testing::StartTestHub;
 using hubload::testing::TempDir;
@@ -198,7 +199,8 @@ std::unique_ptr<ProxiedHub> StartProxiedHub() {
 }
 
 const std::map<std::string, std::string> kFiles = {
-    {"config.json", "{\"p\": 1}"}, {"a.safetensors", Pattern(3 * kMiB, 11)}, {"b.safetensors", Pattern(5000, 12)}};
+    {"config.json", "{\"p\": 1}"}, {"a.safetensors", PatternBytes(3 * kMiB, 11)}, {"b.safetensors", PatternBytes(5000,
+                                                                                                                 12)}};
 
 // Snapshot through the proxy (ranged download of the 3 MiB file in 1 MiB parts).
 void SnapshotThrough(const ProxiedHub& h, const std::string& cache) {
@@ -209,7 +211,7 @@ void SnapshotThrough(const ProxiedHub& h, const std::string& cache) {
   hubload::SnapshotRequest s;
   s.repo_id = "org/m";
   auto p = hubload::HubClient(o).Snapshot(s);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_OK(p);
   for (auto& [path, bytes] : kFiles) {
     EXPECT_EQ(FileSha256(*p + "/" + path), Sha256(bytes)) << path;
   }
@@ -254,7 +256,7 @@ TEST(FieldB42, NoProxyCidrBypassesTheProxyForTheLoopbackEndpoint) {
   TempDir cache;
   auto o = Opts(*h->hub, cache.str());  // endpoint http://127.0.0.1:P1
   auto f = hubload::HubClient(o).Download(Req("org/m", "config.json"));
-  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_OK(f);
   EXPECT_TRUE(proxy.targets().empty());
 }
 
