@@ -155,8 +155,10 @@ TEST(HubProcesses, SigkillDuringParallelRangesThenRerunFetchesOnlyWhatIsMissing)
   uint64_t kept = 0;
   for (int round = 0; round < 5 && kept == 0; ++round) {
     pid_t pid = Spawn({HUB_CHILD_BIN, hub->url(), cache.str(), "org/m", "model.safetensors"}, "/dev/null");
-    // Long enough for whole 1 MiB chunks to land (1 s each); one round moves at most 1.4 s x 4 MiB/s < 12 MiB.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1100 + rng() % 300));
+    // Long enough for whole 1 MiB chunks to land (1 s each, after the child's start-up, slower on a loaded
+    // machine: each round waits 250 ms more); a round starts with no whole chunk (kept == 0) and moves at most
+    // 2.4 s x 4 MiB/s < 12 MiB minus what earlier rounds left, so the download never completes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100 + 250 * round + rng() % 300));
     kill(pid, SIGKILL);
     Wait(pid, 10);
     ASSERT_FALSE(fs::exists(blobs / sha)) << "round " << round;
