@@ -88,11 +88,7 @@ TEST(PushUpload, FolderRoundTripsByteForByte) {
 
   // Read back with hubload's downloader into a fresh cache: same bytes.
   TempDir cache;
-  ClientOptions co;
-  co.config.endpoint = hub.server().url();
-  co.config.token = pushtest::kToken;
-  co.config.cache_dir = cache.str();
-  HubClient client(co);
+  HubClient client(hub.ReaderOptions(cache.str()));
   for (auto& [p, bytes] : files) {
     FileRequest fr;
     fr.repo_id = "org/ckpt";

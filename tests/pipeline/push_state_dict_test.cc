@@ -44,11 +44,7 @@ std::set<std::string> Names(const std::map<std::string, std::string>& tree) {
 void ExpectLoadsBack(PushServer& hub, const std::string& repo, const std::string& commit, const std::string& index_or_file,
                      const StateDict& want) {
   TempDir cache;
-  ClientOptions co;
-  co.config.endpoint = hub.server().url();
-  co.config.token = pushtest::kToken;
-  co.config.cache_dir = cache.str();
-  HubClient client(co);
+  HubClient client(hub.ReaderOptions(cache.str()));
   SnapshotRequest sr;
   sr.repo_id = repo;
   sr.revision = commit;

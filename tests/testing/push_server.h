@@ -108,6 +108,15 @@ class PushServer {
   ClientOptions& options() { return options_; }
   /// A client of this server (the one Hub session of uploads and downloads).
   HubClient client() const { return HubClient(options_); }
+  /// Options of a plain client (no recording transport) that reads this
+  /// server back into `cache_dir`: the independent download of what was pushed.
+  ClientOptions ReaderOptions(const std::string& cache_dir) const {
+    ClientOptions co;
+    co.config.endpoint = hub_->url();
+    co.config.token = kToken;
+    co.config.cache_dir = cache_dir;
+    return co;
+  }
   RecordingTransport& recorder() { return *recorder_; }
   fs::path store() const { return hub_->root.path(); }
   fs::path RepoDir(const std::string& repo_id) const {
