@@ -11,7 +11,7 @@ PKGS=(
   libboost1.81-dev libtorch-dev libgloo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev ccache libzip-dev libminizip-dev python3-torch
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev lld
   python3
 )
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)

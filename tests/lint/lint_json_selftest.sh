@@ -3,21 +3,18 @@
 # tree must make it fail (naming the file), every known-good one must pass.
 # Usage: tests/lint/lint_json_selftest.sh  (exit 0 when all cases behave)
 set -uo pipefail
-lint="$(cd "$(dirname "$0")/../.." && pwd)/tools/lint-json.sh"
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+lint="$here/tools/lint-json.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
-# run CASE_NAME EXPECT(bad|good) FILE(relative) CONTENT
+# run CASE_NAME EXPECT(bad|good) FILE(relative) CONTENT: writes the case's
+# scratch tree; all cases are linted afterwards in one Python process (the
+# lint's own main() per tree, so the verdict is the command's).
 run() {
   local name=$1 expect=$2 file=$3 content=$4 root="$tmp/$1"
   mkdir -p "$root/$(dirname "$file")"
   printf '%s\n' "$content" >"$root/$file"
-  local out rc
-  out=$("$lint" "$root" 2>&1); rc=$?
-  if [[ $expect == bad && ( $rc -ne 1 || $out != *"$file:"* ) ]]; then
-    echo "FAIL (not flagged, rc $rc): $name: $content"; fails=$((fails + 1))
-  elif [[ $expect == good && $rc -ne 0 ]]; then
-    echo "FAIL (flagged): $name: $content"$'\n'"$out"; fails=$((fails + 1))
-  fi
+  printf '%s\t%s\t%s\n' "$name" "$expect" "$file" >>"$tmp/cases.tsv"
 }
 # ---- known bad: each must be flagged --------------------------------------
 run value bad hub/x.cc 'int n = j.value("size", 0);'
@@ -78,6 +75,28 @@ run outside good util/x.cc 'auto s = j.get<int>();'
 run core_marked good loader/safetensors/index.cc $'if (v.is_number_unsigned()) {\n  total = v.get<uint64_t>();  // json: checked (is_number_unsigned)\n}'
 run core_get_ref_marked good loader/safetensors/index.cc $'if (!v.is_string()) return;\nconst std::string& s = v.get_ref<const std::string&>();  // json: checked (is_string)'
 run core_parse_noexc good loader/safetensors/header.cc 'json j = json::parse(sv.begin(), sv.end(), nullptr, /*allow_exceptions=*/false);'
+# ---- lint every case -------------------------------------------------------
+out=$(python3 - "$here/tools/lint-json.py" "$tmp" <<'PY'
+import contextlib, importlib.util, io, sys
+spec = importlib.util.spec_from_file_location("lint_json", sys.argv[1])
+lint = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lint)
+tmp = sys.argv[2]
+for line in open(tmp + "/cases.tsv"):
+    name, expect, path = line.rstrip("\n").split("\t")
+    text = io.StringIO()
+    sys.argv = ["lint-json", tmp + "/" + name]
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+        rc = lint.main()
+    if expect == "bad" and (rc != 1 or path + ":" not in text.getvalue()):
+        print("FAIL (not flagged, rc %d): %s" % (rc, name))
+    elif expect == "good" and rc != 0:
+        print("FAIL (flagged): %s\n%s" % (name, text.getvalue()))
+print("checked %d cases" % sum(1 for _ in open(tmp + "/cases.tsv")))
+PY
+) || { echo "FAIL: the case runner did not finish"; fails=$((fails + 1)); }
+echo "$out"
+fails=$((fails + $(grep -c '^FAIL' <<<"$out")))
 # ---- the repository itself is clean ----------------------------------------
 "$lint" >/dev/null || { echo "FAIL: the repository does not pass the lint"; fails=$((fails + 1)); }
 if [[ $fails -ne 0 ]]; then echo "lint-json self-test: $fails case(s) failed"; exit 1; fi
