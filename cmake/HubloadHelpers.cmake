@@ -68,7 +68,11 @@ function(hubload_add_test name)
   if(HUBLOAD_SANITIZE)
     # Test code itself at -O0 under the sanitizers (the libraries it checks stay
     # at -O1): the large gtest TUs build much faster, and the checks lose nothing.
-    target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O0>)
+    # Test code also without UBSan's vptr check (every member access of a
+    # polymorphic object: gtest fixtures, mocks); the libraries and the CLI keep
+    # it. At -O0 that check alone is ~30% of a test TU's compile time
+    # (answers_test.cc: 17.2 s -> 12.3 s); every other ASan/UBSan check stays.
+    target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O0 -fno-sanitize=vptr>)
   endif()
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)

@@ -1,12 +1,20 @@
 // Checkpoints written at test time by Debian's python3-torch
 // (tests/pickle/make_fixtures.py), with the manifest the same script dumped
 // independently (dtype, shape, stride, storage_offset, storage identity,
-// contiguous bytes). Generated once per test process into a temp dir.
+// contiguous bytes). Generated once per test executable, not per process
+// (ctest runs every test case in its own process, and python3 with torch
+// takes seconds to start), into pickle-fixtures/ beside the executable, under
+// a file lock; made again when the script changes (the folder records the
+// script text it was made with).
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -36,11 +44,7 @@ class PythonFixtures {
   static const PythonFixtures* Get(std::string* why) {
     static PythonFixtures* f = [] {
       auto* p = new PythonFixtures();
-      std::string out, err;
-      std::string cmd = "/usr/bin/python3 '" + std::string(HUBLOAD_TEST_SOURCE_DIR) +
-                        "/tests/pickle/make_fixtures.py' '" + p->dir_.str() + "'";
-      p->rc_ = RunCommand(cmd, &out, &err);
-      p->err_ = err;
+      p->Make();
       return p;
     }();
     if (f->rc_ == 0) return f;
@@ -54,7 +58,7 @@ class PythonFixtures {
     return nullptr;
   }
 
-  std::string Path(const std::string& file) const { return (dir_.path() / file).string(); }
+  std::string Path(const std::string& file) const { return (dir_ / file).string(); }
 
   std::vector<ExpectedTensor> Manifest(const std::string& file) const {
     std::ifstream in(Path(file) + ".json");
@@ -91,7 +95,51 @@ class PythonFixtures {
   }
 
  private:
-  TempDir dir_;
+  // Fills dir_ unless it already holds the output of the current script.
+  void Make() {
+    namespace fs = std::filesystem;
+    const fs::path script = fs::path(HUBLOAD_TEST_SOURCE_DIR) / "tests/pickle/make_fixtures.py";
+    std::error_code ec;
+    const fs::path parent = fs::read_symlink("/proc/self/exe", ec).parent_path();
+    if (ec) {
+      rc_ = 1;
+      err_ = "cannot read /proc/self/exe: " + ec.message();
+      return;
+    }
+    dir_ = parent / "pickle-fixtures";
+    const std::vector<uint8_t> text = ReadFileBytes(script);
+    const std::string script_text(text.begin(), text.end());
+    const int lock = ::open((parent / "pickle-fixtures.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+      rc_ = 1;
+      err_ = "cannot lock " + (parent / "pickle-fixtures.lock").string();
+      if (lock >= 0) ::close(lock);
+      return;
+    }
+    std::ifstream done(dir_ / ".made-by");
+    const std::string made_by((std::istreambuf_iterator<char>(done)), std::istreambuf_iterator<char>());
+    if (!done || made_by != script_text) {
+      const fs::path tmp = parent / "pickle-fixtures.tmp";
+      fs::remove_all(tmp, ec);
+      fs::create_directories(tmp, ec);
+      std::string out;
+      rc_ = RunCommand("/usr/bin/python3 '" + script.string() + "' '" + tmp.string() + "'", &out, &err_);
+      if (rc_ == 0) {
+        WriteFileBytes(tmp / ".made-by", script_text);
+        fs::remove_all(dir_, ec);
+        fs::rename(tmp, dir_, ec);
+        if (ec) {
+          rc_ = 1;
+          err_ = "cannot rename " + tmp.string() + " to " + dir_.string() + ": " + ec.message();
+        }
+      }
+    } else {
+      rc_ = 0;
+    }
+    ::close(lock);  // releases the lock
+  }
+
+  std::filesystem::path dir_;
   int rc_ = -1;
   std::string err_;
 };
