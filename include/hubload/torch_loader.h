@@ -60,7 +60,8 @@ Result<at::ScalarType> LoadedDtype(safetensors::Dtype d, const std::string& name
 /// with the bits LibTorch's own `.to()` gives: widening to f32 exact, f32 -> f16
 /// / bf16 round to nearest even, f64 via f32 (as c10), NaN kept as NaN (f16
 /// sign|0x7E00, bf16 0x7FC0, f16 -> f32 keeps sign and payload); in 1 MiB chunks of source
-/// bytes on the calling thread plus the shared worker pool (every core);
+/// bytes on the calling thread plus the shared worker pool (every core; at
+/// most options.conversion_threads threads when it is >= 1);
 /// tensors from 2 MiB up live on transparent-huge-page memory (an anonymous
 /// mapping freed with the tensor's storage; 4 KiB pages where the kernel's THP
 /// mode is "never"). The source pages of the mapping are released from the
@@ -78,7 +79,7 @@ Result<at::Tensor> LoadTensor(const safetensors::SafetensorsFile& file, const sa
 /// (the descriptor's file position is not used or moved). Same dtype policy as
 /// LoadTensor; the result is always a fresh contiguous CPU tensor (huge pages
 /// from 2 MiB up), converted in 1 MiB chunks on the calling thread plus the
-/// shared worker pool; no byte of the file is mapped. `label` names the file
+/// shared worker pool (as LoadTensor, options.conversion_threads); no byte of the file is mapped. `label` names the file
 /// in errors. Thread-safe (concurrent calls on one descriptor are fine).
 /// Errors: kInvalidArgument (fd < 0, offset + size overflows, info's byte
 /// count does not match its shape), kIOError (pread failed), kInvalidFormat

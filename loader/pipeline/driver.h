@@ -66,11 +66,19 @@ class ShardData {
   Status WaitFor(uint64_t end);
   /// Blocks until the file is verified.
   Status WaitVerified();
+  /// True while some shard of the load is downloading (bytes landing, not
+  /// verified yet; never for local or cached files): CPU-heavy sinks then leave
+  /// the other cores to the download (LoadOptions::conversion_threads).
+  bool DownloadsInFlight();
   /// pread of [offset, offset + n) (waits for the bytes first).
   Status Read(uint64_t offset, void* dst, uint64_t n);
   /// A read-only mapping of the file at its final size (the current partial
   /// file while downloading; its written bytes are valid, see driver.h).
   Result<std::shared_ptr<safetensors::MappedFile>> Mapping();
+  /// A descriptor of the file's current bytes (the partial file while
+  /// downloading, then the verified file), owned by the load and open until
+  /// it ends: what LoadTensorFromFd takes. Waits for the first byte.
+  Result<int> Descriptor();
   /// header() over Mapping(): what LoadTensor takes.
   Result<safetensors::SafetensorsFile> File();
 

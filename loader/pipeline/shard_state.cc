@@ -176,6 +176,14 @@ std::chrono::steady_clock::time_point ShardState::download_done() {
   return download_done_;
 }
 
+bool ShardState::DownloadsInFlight() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (source_done_ || cancel_.load()) return false;
+  for (const Slot& s : slots_)
+    if (!s.verified && !s.fds.empty()) return true;  // bytes landing, not verified yet
+  return false;
+}
+
 Status ShardState::WaitFor(size_t i, uint64_t need, bool want_verified, int* fd, uint64_t* available, bool* verified,
                              uint64_t* generation) {
   std::unique_lock<std::mutex> l(mu_);
@@ -207,6 +215,8 @@ Status ShardData::WaitFor(uint64_t end) {
   return state_->WaitFor(index_, end, false, &fd, &avail, &verified, &gen);
 }
 
+bool ShardData::DownloadsInFlight() { return state_->DownloadsInFlight(); }
+
 Status ShardData::WaitVerified() {
   int fd;
   uint64_t avail, gen;
@@ -234,6 +244,14 @@ Result<std::shared_ptr<safetensors::MappedFile>> ShardData::Mapping() {
   if (mapping_fd_ >= 0) ::close(mapping_fd_);
   mapping_fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   return mapping_;
+}
+
+Result<int> ShardData::Descriptor() {
+  int fd;
+  uint64_t avail, gen;
+  bool verified;
+  HUBLOAD_RETURN_IF_ERROR(state_->WaitFor(index_, 1, false, &fd, &avail, &verified, &gen));
+  return fd;
 }
 
 Result<safetensors::SafetensorsFile> ShardData::File() {

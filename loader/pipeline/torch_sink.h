@@ -54,13 +54,7 @@ class TorchSink : public ShardSink {
       rec->device.clear();
       return Status::Ok();
     }
-    // The mapping may be renewed when the download restarted or the file was verified.
-    HUBLOAD_ASSIGN_OR_RETURN(auto mapping, shard.Mapping());
-    if (!file_ || file_->mapping() != mapping) {
-      HUBLOAD_ASSIGN_OR_RETURN(auto f, safetensors::SafetensorsFile::FromParts(mapping, shard.header()));
-      file_ = std::move(f);
-    }
-    auto t = LoadTensor(*file_, info, req_.load);
+    auto t = Load(shard, info);
     if (!t.ok()) return internal::NameTensor(t.status(), info.name);
     HUBLOAD_RETURN_IF_ERROR(Describe(*t, req_.digests, rec));
     return Deliver(shard, info.name, std::move(*t));
@@ -79,7 +73,7 @@ class TorchSink : public ShardSink {
     }
     AddConversions(described);
     size_t k = 0;
-    return ForEachPickleTensor(file, req_.load, [&](const std::string& name, at::Tensor t) -> Status {
+    return ForEachPickleTensor(file, LoadOptionsNow(shard), [&](const std::string& name, at::Tensor t) -> Status {
       TensorRecord* rec = k < records->size() && (*records)[k].name == name ? &(*records)[k] : nullptr;
       ++k;
       if (filter_ && !filter_(name)) {
@@ -117,6 +111,34 @@ class TorchSink : public ShardSink {
     if (shard.IsAliasTarget(name)) kept_[name] = {shard.index(), t};
     return on_tensor_ ? on_tensor_(shard.index(), name, std::move(t)) : Status::Ok();
   }
+  // One tensor of a safetensors shard whose bytes have landed.
+  Result<at::Tensor> Load(ShardData& shard, const safetensors::TensorInfo& info) {
+    const LoadOptions& options = LoadOptionsNow(shard);
+    auto to = LoadedSafetensorsDtype(info.dtype, info.name, options);
+    if (to.ok() && (*to != info.dtype || options.force_copy)) {
+      // A fresh tensor anyway: pread into a reused buffer costs no page faults
+      // on a mapping (nor releasing them afterwards).
+      HUBLOAD_ASSIGN_OR_RETURN(int fd, shard.Descriptor());
+      return LoadTensorFromFd(fd, shard.header().data_start + info.begin, info, options, shard.planned().local_path);
+    }
+    // The mapping may be renewed when the download restarted or the file was verified.
+    HUBLOAD_ASSIGN_OR_RETURN(auto mapping, shard.Mapping());
+    if (!file_ || file_->mapping() != mapping) {
+      HUBLOAD_ASSIGN_OR_RETURN(auto f, safetensors::SafetensorsFile::FromParts(mapping, shard.header()));
+      file_ = std::move(f);
+    }
+    return LoadTensor(*file_, info, options);
+  }
+  // req_.load, with conversions on the calling thread alone while downloads
+  // are in flight when the caller left the thread count automatic.
+  const LoadOptions& LoadOptionsNow(ShardData& shard) {
+    if (req_.load.conversion_threads != 0 || !shard.DownloadsInFlight()) return req_.load;
+    if (!while_downloading_) {
+      while_downloading_ = req_.load;
+      while_downloading_->conversion_threads = 1;
+    }
+    return *while_downloading_;
+  }
   // The conversions LoadTensor applies to the tensors this sink keeps.
   void AddConversions(const std::vector<safetensors::TensorInfo>& tensors) {
     safetensors::Header kept;
@@ -129,6 +151,7 @@ class TorchSink : public ShardSink {
   std::function<Status(ShardData&)> on_shard_end_;
   std::function<bool(const std::string&)> filter_;
   std::optional<safetensors::SafetensorsFile> file_;
+  std::optional<LoadOptions> while_downloading_;
   std::vector<DtypeConversion> conversions_;
   std::map<std::string, std::pair<size_t, at::Tensor>> kept_;  // alias targets: name -> (shard, tensor)
 };

@@ -317,7 +317,7 @@ std::vector<uint8_t>& ChunkBuffer() {
 }  // namespace
 
 Status ConvertChunked(const Source& src, Dtype from, Dtype to, uint64_t n, uint8_t* dst, const std::string& file,
-                      const std::string& tensor) {
+                      const std::string& tensor, size_t max_threads) {
   if (n == 0) return Status::Ok();
   const bool copy = from == to;
   // Chunks in elements; a byte copy (any dtype, sub-byte ones too) works in bytes.
@@ -368,7 +368,7 @@ Status ConvertChunked(const Source& src, Dtype from, Dtype to, uint64_t n, uint8
     }
     if (src.bytes && src.release_pages) ReleaseMapped(in, m * in_size);
   };
-  util::WorkerPool::Shared().ParallelFor(static_cast<size_t>(chunks), chunks < 2 ? 1 : 0, run);
+  util::WorkerPool::Shared().ParallelFor(static_cast<size_t>(chunks), chunks < 2 ? 1 : max_threads, run);
   if (!first_error.ok()) return first_error;
   if (bad_element != UINT64_MAX)
     return TensorError(Code::kUnsupported, reason::kUnsupportedDtype, file, tensor,

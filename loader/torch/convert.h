@@ -84,14 +84,16 @@ inline constexpr uint64_t kChunkBytes = 1ull << 20;
 /// Converts `n` elements of `from` into `dst` (BytesOf(to, n) bytes) in chunks
 /// of kChunkBytes source bytes, claimed in turn by the calling thread and the
 /// threads of util::WorkerPool::Shared() (sources under two chunks stay on
-/// the calling thread). REQUIRES: CanConvert(from, to).
+/// the calling thread); `max_threads` >= 1 bounds the threads (the caller
+/// counts as one), 0 = the caller and every pool thread.
+/// REQUIRES: CanConvert(from, to).
 /// `file` and `tensor` name the source in errors.
 /// Errors: kIOError (pread failed, util::IoError), kInvalidFormat (reason
 /// TensorOutOfRange: the file ended before the tensor's last byte),
 /// kUnsupported (reason UnsupportedDtype: a U64 value >= 2^63, naming the
 /// element index).
 Status ConvertChunked(const Source& src, safetensors::Dtype from, safetensors::Dtype to, uint64_t n, uint8_t* dst,
-                      const std::string& file, const std::string& tensor);
+                      const std::string& file, const std::string& tensor, size_t max_threads = 0);
 
 /// Outputs from this size up get AllocateOutput memory (smaller ones the
 /// ordinary allocator's).

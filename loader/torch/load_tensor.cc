@@ -95,12 +95,13 @@ Result<Plan> PlanTensor(const safetensors::TensorInfo& info, const LoadOptions& 
 }
 
 Result<at::Tensor> Converted(const Plan& p, const safetensors::TensorInfo& info, const convert::Source& src,
-                             const std::string& label) {
+                             const std::string& label, size_t threads) {
   try {
     at::Tensor t = FreshTensor(p.sizes, p.type, convert::BytesOf(p.to, p.n));
     if (p.n == 0) return t;
     HUBLOAD_RETURN_IF_ERROR(
-        convert::ConvertChunked(src, info.dtype, p.to, p.n, static_cast<uint8_t*>(t.data_ptr()), label, info.name));
+        convert::ConvertChunked(src, info.dtype, p.to, p.n, static_cast<uint8_t*>(t.data_ptr()), label, info.name,
+                                threads));
     return t;
   } catch (const std::exception& e) {
     return internal::FromTorchError(e, "tensor '" + info.name + "' of '" + label + "'");
@@ -149,7 +150,7 @@ Result<at::Tensor> TensorFromBytes(const safetensors::TensorInfo& info, std::spa
   convert::Source src;
   src.bytes = bytes.data();
   src.release_pages = in_file_mapping;
-  return Converted(p, info, src, label);
+  return Converted(p, info, src, label, options.conversion_threads);
 }
 
 }  // namespace internal
@@ -183,7 +184,7 @@ Result<at::Tensor> LoadTensorFromFd(int fd, uint64_t offset, const safetensors::
   convert::Source src;
   src.fd = fd;
   src.offset = offset;
-  return Converted(p, info, src, label);
+  return Converted(p, info, src, label, options.conversion_threads);
 }
 
 Status internal::NameTensor(const Status& st, const std::string& name) {

@@ -306,6 +306,34 @@ TEST(Convert, HeapSourceBytesAreLeftIntact) {
   EXPECT_TRUE(std::all_of(heap.begin(), heap.end(), [](uint16_t v) { return v == 0x4040; }));
 }
 
+// LoadOptions::conversion_threads bounds the threads of one conversion (the
+// pipeline uses 1 while downloads are in flight); every bound gives the same
+// bits: bf16 -> f32 is the 16 bits shifted up, written out here by hand.
+TEST(Convert, ConversionThreadsKeepTheBits) {
+  std::vector<uint16_t> src(3u << 20);  // 6 MiB of bf16: six chunks
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>((i * 2654435761u) >> 7);
+  std::vector<uint32_t> want(src.size());
+  for (size_t i = 0; i < src.size(); ++i) want[i] = static_cast<uint32_t>(src[i]) << 16;
+  safetensors::TensorInfo info;
+  info.name = "w";
+  info.dtype = Dtype::BF16;
+  info.shape = {src.size()};
+  info.end = src.size() * 2;
+  for (size_t threads : {size_t{1}, size_t{2}, size_t{0}, size_t{64}}) {
+    SCOPED_TRACE(threads);
+    LoadOptions o;
+    o.dtype = TargetDtype::kF32;
+    o.conversion_threads = threads;
+    auto t = internal::TensorFromBytes(
+        info, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(src.data()), src.size() * 2), nullptr, o,
+        "mem");
+    ASSERT_OK(t);
+    ASSERT_EQ(t->scalar_type(), at::kFloat);
+    ASSERT_EQ(static_cast<size_t>(t->numel()), want.size());
+    EXPECT_EQ(std::memcmp(t->data_ptr(), want.data(), want.size() * 4), 0);
+  }
+}
+
 TEST(LoadTensorFromFd, SameTensorsAsLoadTensorAndTheFilePositionUntouched) {
   TempDir dir;
   const std::string path = dir.str() + "/m.safetensors";
