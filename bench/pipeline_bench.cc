@@ -5,7 +5,7 @@
 //   pipeline_bench [--shards N] [--shard-mb MB] [--runs R] [--link-mbps M] [--rss-shards K]
 //                  [--conversion-threads T]
 //   (defaults 4, 64, 3, 150, 20, 0; T is LoadOptions::conversion_threads:
-//   0 automatic, e.g. 16 = every core even while downloading, as before)
+//   0 = every core, 1 = the loading thread alone)
 //
 // Setup: N shards of MB MiB of BF16 data (real safetensors + index) in a
 // `hubload serve` store on 127.0.0.1; loading converts every tensor to fp32
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
   std::printf("pipeline_bench: %d shards x %llu MiB (BF16 -> fp32), %d runs, link %.0f MB/s, conversion threads %d%s, "
               "server %s\n",
               shards, static_cast<unsigned long long>(shard_mb), runs, link_mbps, conversion_threads,
-              conversion_threads == 0 ? " (automatic)" : "", srv.url().c_str());
+              conversion_threads == 0 ? " (every core)" : "", srv.url().c_str());
 
   hubload::PretrainedRequest req;
   req.repo_id = "bench/model";

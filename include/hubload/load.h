@@ -52,15 +52,11 @@ struct LoadOptions {
   /// view would do.
   bool force_copy = false;
   /// Threads that convert or copy one large tensor (chunks of 1 MiB, see
-  /// hubload/torch_loader.h LoadTensor): 0 = automatic, n >= 1 = at most n
-  /// (the calling thread counts as one). Automatic is the calling thread plus
-  /// every thread of the shared worker pool (one per core), except in the
-  /// fetch-and-load pipeline while shard downloads are still in flight: there
-  /// the calling thread alone converts, so the download, its sha256 and the
-  /// socket copies keep a core (on 2 cores this made overlapped loads end
-  /// 20-25 ms sooner, bench/README.md), and every core converts once the last
-  /// byte is in. Not in huggingface_hub / transformers (torch.set_num_threads
-  /// is the nearest).
+  /// hubload/torch_loader.h LoadTensor): 0 = the calling thread plus every
+  /// thread of the shared worker pool (one per core); n >= 1 = at most n (the
+  /// calling thread counts as one; 1 = the calling thread alone), e.g. to
+  /// leave cores to other work. Not in huggingface_hub / transformers
+  /// (torch.set_num_threads is the nearest).
   size_t conversion_threads = 0;
 };
 

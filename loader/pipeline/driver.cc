@@ -257,7 +257,10 @@ class Driver {
         p.need = streaming ? end : kNever;
         return Status::Ok();
       }
-      HUBLOAD_RETURN_IF_ERROR(sink_.OnTensor(sd, t, &p.records[p.next]));
+      sd.tensor_fd_ = fd;
+      Status delivered = sink_.OnTensor(sd, t, &p.records[p.next]);
+      sd.tensor_fd_ = -1;
+      HUBLOAD_RETURN_IF_ERROR(delivered);
       if (!verified) NoteDelivered(p, fd, end);
       FirstTensor();
       ++p.next;

@@ -66,18 +66,15 @@ class ShardData {
   Status WaitFor(uint64_t end);
   /// Blocks until the file is verified.
   Status WaitVerified();
-  /// True while some shard of the load is downloading (bytes landing, not
-  /// verified yet; never for local or cached files): CPU-heavy sinks then leave
-  /// the other cores to the download (LoadOptions::conversion_threads).
-  bool DownloadsInFlight();
   /// pread of [offset, offset + n) (waits for the bytes first).
   Status Read(uint64_t offset, void* dst, uint64_t n);
   /// A read-only mapping of the file at its final size (the current partial
   /// file while downloading; its written bytes are valid, see driver.h).
   Result<std::shared_ptr<safetensors::MappedFile>> Mapping();
-  /// A descriptor of the file's current bytes (the partial file while
-  /// downloading, then the verified file), owned by the load and open until
-  /// it ends: what LoadTensorFromFd takes. Waits for the first byte.
+  /// The descriptor the driver found the current tensor's bytes in (during
+  /// OnTensor: the partial file while downloading, then the verified file),
+  /// owned by the load and open until it ends: what LoadTensorFromFd takes.
+  /// Outside OnTensor: the file's current descriptor (waits for a first byte).
   Result<int> Descriptor();
   /// header() over Mapping(): what LoadTensor takes.
   Result<safetensors::SafetensorsFile> File();
@@ -88,6 +85,7 @@ class ShardData {
   std::shared_ptr<safetensors::MappedFile> mapping_;
   uint64_t mapping_generation_ = 0;
   int mapping_fd_ = -1;  // owned, the descriptor the mapping was made from
+  int tensor_fd_ = -1;   // during OnTensor: the descriptor the driver checked (not owned)
   const std::set<std::string>* alias_targets_ = nullptr;
 
  private:

@@ -176,14 +176,6 @@ std::chrono::steady_clock::time_point ShardState::download_done() {
   return download_done_;
 }
 
-bool ShardState::DownloadsInFlight() {
-  std::lock_guard<std::mutex> l(mu_);
-  if (source_done_ || cancel_.load()) return false;
-  for (const Slot& s : slots_)
-    if (!s.verified && !s.fds.empty()) return true;  // bytes landing, not verified yet
-  return false;
-}
-
 Status ShardState::WaitFor(size_t i, uint64_t need, bool want_verified, int* fd, uint64_t* available, bool* verified,
                              uint64_t* generation) {
   std::unique_lock<std::mutex> l(mu_);
@@ -215,8 +207,6 @@ Status ShardData::WaitFor(uint64_t end) {
   return state_->WaitFor(index_, end, false, &fd, &avail, &verified, &gen);
 }
 
-bool ShardData::DownloadsInFlight() { return state_->DownloadsInFlight(); }
-
 Status ShardData::WaitVerified() {
   int fd;
   uint64_t avail, gen;
@@ -247,6 +237,8 @@ Result<std::shared_ptr<safetensors::MappedFile>> ShardData::Mapping() {
 }
 
 Result<int> ShardData::Descriptor() {
+  // A restarted download has a new file: read where the driver checked the bytes.
+  if (tensor_fd_ >= 0) return tensor_fd_;
   int fd;
   uint64_t avail, gen;
   bool verified;

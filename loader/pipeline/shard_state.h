@@ -68,10 +68,6 @@ class ShardState : public ShardEvents {
   /// slots_.size() when every shard ended. `need[i]`: bytes the next step of i needs.
   Result<size_t> NextReady(const std::vector<uint64_t>& need);
   std::chrono::steady_clock::time_point download_done();
-  /// True while the source runs and some shard's bytes are landing (a partial
-  /// file not verified yet): never for local files or cached shards, nor while
-  /// the source waits on backpressure with nothing partial.
-  bool DownloadsInFlight();
 
  private:
   const FetchPlan& plan_;

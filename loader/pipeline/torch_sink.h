@@ -73,7 +73,7 @@ class TorchSink : public ShardSink {
     }
     AddConversions(described);
     size_t k = 0;
-    return ForEachPickleTensor(file, LoadOptionsNow(shard), [&](const std::string& name, at::Tensor t) -> Status {
+    return ForEachPickleTensor(file, req_.load, [&](const std::string& name, at::Tensor t) -> Status {
       TensorRecord* rec = k < records->size() && (*records)[k].name == name ? &(*records)[k] : nullptr;
       ++k;
       if (filter_ && !filter_(name)) {
@@ -113,7 +113,7 @@ class TorchSink : public ShardSink {
   }
   // One tensor of a safetensors shard whose bytes have landed.
   Result<at::Tensor> Load(ShardData& shard, const safetensors::TensorInfo& info) {
-    const LoadOptions& options = LoadOptionsNow(shard);
+    const LoadOptions& options = req_.load;
     auto to = LoadedSafetensorsDtype(info.dtype, info.name, options);
     if (to.ok() && (*to != info.dtype || options.force_copy)) {
       // A fresh tensor anyway: pread into a reused buffer costs no page faults
@@ -129,16 +129,6 @@ class TorchSink : public ShardSink {
     }
     return LoadTensor(*file_, info, options);
   }
-  // req_.load, with conversions on the calling thread alone while downloads
-  // are in flight when the caller left the thread count automatic.
-  const LoadOptions& LoadOptionsNow(ShardData& shard) {
-    if (req_.load.conversion_threads != 0 || !shard.DownloadsInFlight()) return req_.load;
-    if (!while_downloading_) {
-      while_downloading_ = req_.load;
-      while_downloading_->conversion_threads = 1;
-    }
-    return *while_downloading_;
-  }
   // The conversions LoadTensor applies to the tensors this sink keeps.
   void AddConversions(const std::vector<safetensors::TensorInfo>& tensors) {
     safetensors::Header kept;
@@ -151,7 +141,6 @@ class TorchSink : public ShardSink {
   std::function<Status(ShardData&)> on_shard_end_;
   std::function<bool(const std::string&)> filter_;
   std::optional<safetensors::SafetensorsFile> file_;
-  std::optional<LoadOptions> while_downloading_;
   std::vector<DtypeConversion> conversions_;
   std::map<std::string, std::pair<size_t, at::Tensor>> kept_;  // alias targets: name -> (shard, tensor)
 };
