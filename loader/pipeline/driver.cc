@@ -258,6 +258,7 @@ class Driver {
         return Status::Ok();
       }
       sd.tensor_fd_ = fd;
+      sd.tensor_generation_ = gen;
       Status delivered = sink_.OnTensor(sd, t, &p.records[p.next]);
       sd.tensor_fd_ = -1;
       HUBLOAD_RETURN_IF_ERROR(delivered);

@@ -70,6 +70,8 @@ class ShardData {
   Status Read(uint64_t offset, void* dst, uint64_t n);
   /// A read-only mapping of the file at its final size (the current partial
   /// file while downloading; its written bytes are valid, see driver.h).
+  /// During OnTensor: a mapping of the descriptor the driver found the
+  /// tensor's bytes in (as Descriptor()).
   Result<std::shared_ptr<safetensors::MappedFile>> Mapping();
   /// The descriptor the driver found the current tensor's bytes in (during
   /// OnTensor: the partial file while downloading, then the verified file),
@@ -86,6 +88,7 @@ class ShardData {
   uint64_t mapping_generation_ = 0;
   int mapping_fd_ = -1;  // owned, the descriptor the mapping was made from
   int tensor_fd_ = -1;   // during OnTensor: the descriptor the driver checked (not owned)
+  uint64_t tensor_generation_ = 0;  // and its generation (ShardState::WaitFor)
   const std::set<std::string>* alias_targets_ = nullptr;
 
  private:

@@ -227,7 +227,12 @@ Result<std::shared_ptr<safetensors::MappedFile>> ShardData::Mapping() {
   uint64_t avail, gen;
   bool verified;
   const uint64_t size = header_.file_size ? header_.file_size : planned_->size;
-  HUBLOAD_RETURN_IF_ERROR(state_->WaitFor(index_, 1, false, &fd, &avail, &verified, &gen));
+  if (tensor_fd_ >= 0) {  // read where the driver checked the bytes (see Descriptor)
+    fd = tensor_fd_;
+    gen = tensor_generation_;
+  } else {
+    HUBLOAD_RETURN_IF_ERROR(state_->WaitFor(index_, 1, false, &fd, &avail, &verified, &gen));
+  }
   if (mapping_ && mapping_generation_ == gen) return mapping_;
   HUBLOAD_ASSIGN_OR_RETURN(mapping_, safetensors::MappedFile::FromFd(fd, size, planned_->local_path));
   mapping_generation_ = gen;
