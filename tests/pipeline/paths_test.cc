@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -653,6 +654,80 @@ TEST(Streaming, TensorsArriveBeforeTheirShardEnds) {
     EXPECT_LT(log.Index("tensor t3"), done) << ::testing::PrintToString(log.events);
     // The provisional tensors hold the bytes that were verified afterwards.
     for (const auto& t : ts) EXPECT_TRUE(got[t.name] == t.bytes) << t.name;
+  }
+}
+
+// A shard whose ranges arrive but whose sha256 is wrong is downloaded again on
+// one connection into a new partial file while the loader is still handing
+// over tensors it checked in the first one (a slow on_tensor keeps it behind).
+// Every tensor is read from the file its bytes were checked in: no read of the
+// new, still empty file (a zero-copy view of it faulted with SIGBUS), the load
+// fails with HashMismatch naming the file, and the views handed over stay
+// readable after the partial files are gone.
+TEST(Streaming, ARestartedDownloadNeverHandsOverBytesOfTheNewPartial) {
+  TempDir src;
+  std::vector<RawTensor> ts;
+  for (int i = 0; i < 16; ++i) ts.push_back(MakeTensor("t" + std::to_string(i), "BF16", {128, 1024}, 70 + i));
+  const std::string good = SafetensorsBytes(ts);  // 4 MiB
+  WriteText(src.path() / "model.safetensors", good);
+  ServedStore store;
+  ASSERT_OK(store);
+  store.AddRepo("org/restart", src.path());
+  const std::string etag = hubload::testing::Sha256Hex(good.data(), good.size());
+  fs::path blob;
+  for (auto& e : fs::recursive_directory_iterator(fs::path(store.server().root())))
+    if (e.path().filename() == etag) blob = e.path();
+  ASSERT_FALSE(blob.empty());
+  std::string served = good;
+  served[served.size() - 5] ^= 0x01;  // in the last tensor
+  fs::permissions(blob, fs::perms::owner_all, fs::perm_options::add);
+  WriteText(blob, served);
+  store.server().faults().SetTotalBandwidthBytesPerSec(16'000'000);  // a download: about 0.25 s
+  // The served bytes of each tensor, from the file's own header (what any
+  // partial file holds where it is written).
+  uint64_t header_len = 0;
+  for (int b = 7; b >= 0; --b) header_len = header_len << 8 | static_cast<unsigned char>(good[b]);
+  const auto header = nlohmann::json::parse(good.substr(8, header_len));
+  auto served_bytes = [&](const std::string& name) {
+    const uint64_t begin = header[name]["data_offsets"][0].get<uint64_t>();
+    const uint64_t end = header[name]["data_offsets"][1].get<uint64_t>();
+    return served.substr(8 + header_len + begin, end - begin);
+  };
+  for (TargetDtype dtype : {TargetDtype::kAuto, TargetDtype::kF32}) {
+    SCOPED_TRACE(TargetDtypeName(dtype));
+    TempDir cache;
+    ClientOptions co = MakeClient(store.url(), cache.str()).options();
+    co.range_threshold_bytes = 2 << 20;
+    co.range_chunk_bytes = 1 << 20;
+    co.connections = 2;
+    HubClient client(co);
+    PretrainedRequest req;
+    req.repo_id = "org/restart";
+    req.load.dtype = dtype;
+    std::map<std::string, std::string> got;
+    std::map<std::string, at::Tensor> kept;
+    PretrainedCallbacks cb;
+    cb.on_tensor = [&](const std::string& name, at::Tensor t) {
+      got[name] = Bytes(dtype == TargetDtype::kAuto ? t : t.to(at::kBFloat16));
+      kept[name] = t;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // 16 tensors: ~0.8 s, behind the download
+      return Status::Ok();
+    };
+    auto r = FetchAndLoad(client, req, cb);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kCorruptDownload) << r.status().ToString();
+    EXPECT_EQ(r.status().reason(), reason::kHashMismatch) << r.status().ToString();
+    EXPECT_NE(r.status().ToString().find("model.safetensors"), std::string::npos) << r.status().ToString();
+    EXPECT_GE(got.size(), 8u);  // most tensors were handed over before the first sha256 check
+    for (const auto& t : ts) {
+      if (!got.count(t.name)) continue;
+      const std::string want = served_bytes(t.name);
+      EXPECT_TRUE(got[t.name] == want) << t.name;
+      EXPECT_TRUE(Bytes(dtype == TargetDtype::kAuto ? kept[t.name] : kept[t.name].to(at::kBFloat16)) == want)
+          << t.name << " after the load";
+    }
+    RepoCache rc(cache.str(), "org/restart", RepoType::kModel);
+    EXPECT_FALSE(fs::exists(rc.BlobPath(etag)));
   }
 }
 
