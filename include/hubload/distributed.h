@@ -213,11 +213,17 @@ struct LoadResult {
   PretrainedInfo info;
 };
 
-/// Called once per delivered tensor, on the calling thread, shard after shard
-/// as each becomes complete in this node's cache (while later shards are still
-/// downloaded and broadcast). The tensor is a CPU tensor; zero-copy views of
-/// the mapped shard are read-only (see torch_loader.h LoadTensor). Return a
-/// non-OK Status to stop the job (it is reported to every rank).
+/// Called once per delivered tensor, on the calling thread, in load order, as
+/// soon as the tensor's bytes are in this node's cache: the node's leader
+/// publishes in the job's store how far the partial file it is writing (its
+/// download, or the broadcast it receives) holds the shard, and every rank of
+/// the node reads the tensor from that file, as the single-process pipeline
+/// does (pipeline.h). Tensors delivered before their shard is verified are
+/// provisional: Load returns OK only once every shard is verified, and a shard
+/// whose sha256 does not match fails the job naming the file. The tensor is a
+/// CPU tensor; zero-copy views of the mapped shard are read-only (see
+/// torch_loader.h LoadTensor). Return a non-OK Status to stop the job (it is
+/// reported to every rank).
 using TensorCallback =
     std::function<Status(const std::string& name, const at::Tensor& tensor, const std::string& shard_path)>;
 
@@ -226,7 +232,7 @@ using TensorCallback =
 /// warnings, pickle refusal), the job prefetches the weights files as
 /// Prefetch does, and every rank runs the same load driver over its node
 /// cache (index check, aliases, report), handing this rank the tensors
-/// passing `filter` as each shard lands in the node cache, then each alias
+/// passing `filter` as their bytes land in the node cache, then each alias
 /// (the removed name with the kept tensor, `shard_path` the kept tensor's)
 /// whose both names pass `filter`.
 /// Memory: one shard mapped at a time by this rank plus what the callback

@@ -2,6 +2,9 @@
 // plan and transfer feed the one load driver through the node cache; the
 // torch sink keeps each rank's share.
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -12,6 +15,7 @@
 #include "hubload/distributed.h"
 #include "hubload/torch_loader.h"
 #include "hubload/reasons.h"
+#include "loader/distributed/records.h"
 #include "loader/distributed/transfer.h"
 #include "loader/pipeline/plan.h"
 #include "loader/pipeline/torch_sink.h"
@@ -20,8 +24,10 @@ namespace hubload::distributed {
 
 namespace {
 
-/// The node cache as the load driver's shard source: a shard is Done once
-/// this node's copy is complete (its leader downloaded or received it).
+/// The node cache as the load driver's shard source: a shard's bytes are
+/// handed over as the node's leader writes them (its download's or its
+/// broadcast's partial file, records.h PartialFileRecord), and the shard is
+/// Done once this node's copy is complete and verified.
 class NodeCacheSource : public pipeline_internal::ShardSource {
  public:
   NodeCacheSource(Job& job, const Plan& plan, const RepoCache& cache) : job_(job), plan_(plan), cache_(cache) {}
@@ -35,19 +41,27 @@ class NodeCacheSource : public pipeline_internal::ShardSource {
       idx.push_back(i);
     }
     std::vector<bool> done(idx.size(), false);
+    std::vector<Partial> partial(idx.size());
     size_t remaining = idx.size();
     int sleep_ms = 1;
     while (remaining > 0) {
       if (events.cancel_flag()->load()) return Status(Code::kCancelled, "load cancelled", reason::kCancelled);
       if (auto a = job_.Aborted()) return *a;
       bool progressed = false;
+      size_t watched = 0;
       // In load order: a shard is handed over once this node holds it.
       for (size_t k = 0; k < idx.size(); ++k) {
         if (done[k]) continue;
-        HUBLOAD_ASSIGN_OR_RETURN(bool ready,
-                                 job_.Check({"nodedone/" + std::to_string(job_.node()) + "/" + std::to_string(idx[k])}));
-        if (!ready) continue;
+        HUBLOAD_ASSIGN_OR_RETURN(bool ready, job_.Check({NodeDoneKey(job_.node(), idx[k])}));
         const std::string& path = plan_.files[idx[k]].path;
+        if (!ready) {
+          // The earliest shards still being written: their bytes so far.
+          if (watched++ < kWatchedPartials) {
+            HUBLOAD_ASSIGN_OR_RETURN(bool grew, Grew(events, idx[k], &partial[k]));
+            progressed = progressed || grew;
+          }
+          continue;
+        }
         auto pointer = cache_.CachedPointer(plan_.commit, path);
         if (!pointer)
           return Status(Code::kNotFound, "rank " + std::to_string(job_.env().rank) + ": " + path +
@@ -69,6 +83,44 @@ class NodeCacheSource : public pipeline_internal::ShardSource {
   }
 
  private:
+  // How many not-yet-complete shards (the earliest) are watched for bytes.
+  static constexpr size_t kWatchedPartials = 2;
+  struct Partial {
+    uint64_t dev = 0, ino = 0, bytes = 0, generation = 0;
+  };
+
+  // Hands over the bytes of plan file i that the leader's latest record
+  // shows beyond what was handed over; true when it did. A record that does
+  // not parse, names a file that is gone or another inode (the leader
+  // restarted the file or finished it meanwhile) is skipped: the shard then
+  // comes with its next record or once it is done.
+  Result<bool> Grew(pipeline_internal::ShardEvents& events, size_t i, Partial* p) {
+    const std::string key = NodeBytesKey(job_.node(), i);
+    HUBLOAD_ASSIGN_OR_RETURN(bool has, job_.Check({key}));
+    if (!has) return false;
+    HUBLOAD_ASSIGN_OR_RETURN(std::string text, job_.Get(key));
+    auto rec = internal::ParsePartialFile(text, key);
+    if (!rec.ok() || rec->bytes > plan_.files[i].size) return false;
+    const bool same_file = p->generation > 0 && rec->dev == p->dev && rec->ino == p->ino;
+    if (same_file && rec->bytes <= p->bytes) return false;
+    const int fd = ::open(rec->path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st{};
+    const bool match = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == rec->dev &&
+                       static_cast<uint64_t>(st.st_ino) == rec->ino;
+    if (match) {
+      if (!same_file) {
+        ++p->generation;
+        p->dev = rec->dev;
+        p->ino = rec->ino;
+      }
+      p->bytes = rec->bytes;
+      events.Bytes(plan_.files[i].path, fd, p->generation, p->bytes);  // keeps its own descriptor
+    }
+    ::close(fd);
+    return match;
+  }
+
   Job& job_;
   const Plan& plan_;
   const RepoCache& cache_;
@@ -176,7 +228,7 @@ Result<LoadResult> Load(const HubClient& client, const LoadRequest& request, con
     if (fp.sharded) {
       size_t idx = 0;
       while (idx < plan.files.size() && plan.files[idx].path != info.index_file) ++idx;
-      HUBLOAD_RETURN_IF_ERROR(job.WaitKeys({"nodedone/" + std::to_string(job.node()) + "/" + std::to_string(idx)},
+      HUBLOAD_RETURN_IF_ERROR(job.WaitKeys({NodeDoneKey(job.node(), idx)},
                                            "the index " + info.index_file, -1));
       auto pointer = cache.CachedPointer(plan.commit, info.index_file);
       if (!pointer) return Status(Code::kNotFound, info.index_file + " is missing from " + info.root,

@@ -8,6 +8,7 @@
 
 #include "hubload/reasons.h"
 #include "util/json.h"
+#include "util/text.h"
 
 namespace hubload::distributed::internal {
 
@@ -129,6 +130,23 @@ Result<std::vector<int>> ParseOwners(std::string_view text, std::string_view key
     owners.push_back(static_cast<int>(o));
   }
   return owners;
+}
+
+std::string PartialFileJson(const PartialFileRecord& r) {
+  return util::DumpJson(json{{"path", r.path}, {"dev", r.dev}, {"ino", r.ino}, {"bytes", r.bytes}});
+}
+
+Result<PartialFileRecord> ParsePartialFile(std::string_view text, std::string_view key) {
+  HUBLOAD_ASSIGN_OR_RETURN(json j, util::ParseJson(text, Doc(key)));
+  HUBLOAD_ASSIGN_OR_RETURN(JsonIn top, Top(j, key, /*object=*/true));
+  PartialFileRecord r;
+  HUBLOAD_ASSIGN_OR_RETURN(JsonIn path, top.Get("path"));
+  HUBLOAD_ASSIGN_OR_RETURN(r.path, path.AsString());
+  if (r.path.empty() || r.path[0] != '/') return path.Invalid("must be an absolute path, got " + util::Quoted(r.path));
+  HUBLOAD_ASSIGN_OR_RETURN(r.dev, top.Uint("dev"));
+  HUBLOAD_ASSIGN_OR_RETURN(r.ino, top.Uint("ino"));
+  HUBLOAD_ASSIGN_OR_RETURN(r.bytes, top.Uint("bytes"));
+  return r;
 }
 
 std::string ErrorRecordJson(int rank, const Status& st) {

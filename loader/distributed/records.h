@@ -39,6 +39,21 @@ std::string OwnersJson(const std::vector<int>& owners);
 Result<std::vector<int>> ParseOwners(std::string_view text, std::string_view key, size_t num_files,
                                      int num_leaders);
 
+/// "nodebytes/<node>/<file index>": a file this node's leader is still writing
+/// into its node cache (a download's or a broadcast's partial file): bytes
+/// [0, bytes) of the file at `path`, whose inode is (dev, ino), are written and
+/// never rewritten in that file (hubload/hub.h FileBytes). The other ranks of
+/// the node open `path`, check the inode, and load tensors from it before the
+/// file is verified (the load fails if it is not).
+struct PartialFileRecord {
+  std::string path;  // absolute path in the node cache
+  uint64_t dev = 0, ino = 0;
+  uint64_t bytes = 0;
+};
+std::string PartialFileJson(const PartialFileRecord& r);
+/// Errors as ParseTopology; also when `path` is empty or not absolute.
+Result<PartialFileRecord> ParsePartialFile(std::string_view text, std::string_view key);
+
 /// "abort": the first failing rank's Status (code, reason, message, file).
 std::string ErrorRecordJson(int rank, const Status& st);
 /// The Status the record describes. A malformed record (not JSON, a wrong

@@ -3,6 +3,7 @@
 #include "loader/distributed/transfer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +71,9 @@ Result<Plan> AgreeOnPlan(Job& job, const RepoCache& cache, const Lister& lister)
 }
 
 namespace {
+
+// A receiving leader publishes its partial file at most once per this many bytes.
+constexpr uint64_t kPublishBytes = 1ull << 20;
 
 // ---------------------------------------------------------------------------
 // Leader side: download owned files, broadcast every file some node lacks.
@@ -154,9 +158,26 @@ class Transfer {
     job_.opt().on_progress(progress_);
   }
 
+  // Tells this node's ranks (this rank's own load included) how far the
+  // partial file behind `fd` holds file i (records.h PartialFileRecord), so
+  // that they load its tensors as they land. Best effort: a rank that misses
+  // it loads the file once it is marked done.
+  void PublishPartial(size_t i, int fd, uint64_t bytes) {
+    struct stat st{};
+    if (fd < 0 || ::fstat(fd, &st) != 0) return;
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    std::string path(4096, '\0');
+    const ssize_t n = ::readlink(link.c_str(), path.data(), path.size());
+    if (n <= 0 || static_cast<size_t>(n) >= path.size()) return;
+    path.resize(static_cast<size_t>(n));
+    if (path.empty() || path[0] != '/' || path.ends_with(" (deleted)")) return;
+    internal::PartialFileRecord r{path, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), bytes};
+    (void)job_.Set(NodeBytesKey(job_.node(), i), internal::PartialFileJson(r));
+  }
+
   Status MarkNodeDone(size_t i) {
     Progress(i, plan_.files[i].size, /*complete=*/true);
-    return job_.Set("nodedone/" + std::to_string(job_.node()) + "/" + std::to_string(i), "1");
+    return job_.Set(NodeDoneKey(job_.node(), i), "1");
   }
 
   void Download(std::vector<std::string> paths) {
@@ -167,6 +188,10 @@ class Transfer {
         auto it = index_of_.find(path);
         if (it != index_of_.end()) Progress(it->second, done, /*complete=*/false);
       };
+    cb.on_file_bytes = [this](const FileBytes& fb) {
+      auto it = index_of_.find(fb.path_in_repo);
+      if (it != index_of_.end()) PublishPartial(it->second, fb.fd, fb.contiguous_bytes);
+    };
     cb.on_file_done = [this](const std::string& path, const std::string&) {
       std::lock_guard<std::mutex> l(mu_);
       pending_[path] = false;
@@ -261,6 +286,7 @@ class Transfer {
     job_.SetActivity(root ? "sending " + f.path + " (" + std::to_string(f.size) + " bytes)"
                           : "receiving " + f.path + " from " + Rank(f.owner));
     uint8_t* buf = job_.ChunkBuffer();
+    uint64_t published = 0;
     for (uint64_t c = 0; c < n_chunks; ++c) {
       const uint64_t off = c * chunk;
       const uint64_t n = std::min(chunk, f.size - off);
@@ -291,6 +317,15 @@ class Transfer {
           return job_.Fail(as.WithPrefix(myrank + " receiving " + f.path));
         }
         Progress(i, off + n, /*complete=*/false);
+        if (off + n - published >= kPublishBytes || off + n == f.size) {
+          Status fl = writer->Flush();
+          if (!fl.ok()) {
+            writer->Discard();
+            return job_.Fail(fl.WithPrefix(myrank + " receiving " + f.path));
+          }
+          published = writer->flushed_bytes();
+          PublishPartial(i, writer->fd(), published);
+        }
       }
     }
     bool writer_committed = false;

@@ -46,6 +46,15 @@ void FillReport(const Plan& plan, const Job& job, const RepoCache& cache, Prefet
 /// Owners download, leaders broadcast; every node cache ends complete.
 Status RunTransfer(Job& job, const HubClient& client, const PrefetchRequest& req, const Plan& plan,
                    PrefetchReport* report);
+/// The store key of node `node`'s partial-file record of plan file `file`
+/// (records.h PartialFileRecord).
+inline std::string NodeBytesKey(int node, size_t file) {
+  return "nodebytes/" + std::to_string(node) + "/" + std::to_string(file);
+}
+/// The key a leader sets once its node cache holds plan file `file` complete.
+inline std::string NodeDoneKey(int node, size_t file) {
+  return "nodedone/" + std::to_string(node) + "/" + std::to_string(file);
+}
 /// kInvalidArgument when the client has no cache folder.
 Status CheckClient(const HubClient& client);
 

@@ -113,6 +113,32 @@ TEST(DistRecords, TopologyReadsBackAndRefusesEveryWrongField) {
   EXPECT_FALSE(ParseTopology(R"({"node": 4294967296, "local_rank": 0})", "topo/1").ok());
 }
 
+TEST(DistRecords, PartialFileReadsBackAndRefusesEveryWrongField) {
+  auto r = ParsePartialFile(R"({"path": "/c/models--o--m/blobs/ab.incomplete", "dev": 2049, "ino": 77, "bytes": 1048576})",
+                            "nodebytes/1/3");
+  ASSERT_OK(r);
+  EXPECT_EQ(r->path, "/c/models--o--m/blobs/ab.incomplete");
+  EXPECT_EQ(r->dev, 2049u);
+  EXPECT_EQ(r->ino, 77u);
+  EXPECT_EQ(r->bytes, 1048576u);
+  auto back = ParsePartialFile(PartialFileJson({"/x y/z", 18446744073709551615ull, 5, 0}), "nodebytes/0/0");
+  ASSERT_OK(back);
+  EXPECT_EQ(back->path, "/x y/z");
+  EXPECT_EQ(back->dev, 18446744073709551615ull);
+  EXPECT_EQ(back->ino, 5u);
+  EXPECT_EQ(back->bytes, 0u);
+  auto absolute = [](const json& v) { return v.is_string() && !v.get<std::string>().empty() && v.get<std::string>()[0] == '/'; };
+  CheckEveryField(json{{"path", "/p"}, {"dev", 1}, {"ino", 2}, {"bytes", 3}}, "nodebytes/0/1",
+                  {{"/path", absolute}, {"/dev", IsNonNegInt}, {"/ino", IsNonNegInt}, {"/bytes", IsNonNegInt}},
+                  [](const std::string& s) { return ParsePartialFile(s, "nodebytes/0/1").status(); });
+  for (const char* bad : {"", "relative/path", "./x"}) {
+    auto st = ParsePartialFile(json{{"path", bad}, {"dev", 1}, {"ino", 2}, {"bytes", 3}}.dump(), "nodebytes/0/1");
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.status().message().find("'path'"), std::string::npos) << st.status().message();
+    EXPECT_NE(st.status().message().find("absolute"), std::string::npos) << st.status().message();
+  }
+}
+
 json GoodListing() {
   return json{{"commit", "c0ffee"},
               {"files",
