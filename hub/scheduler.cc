@@ -223,6 +223,7 @@ class Scheduler {
         auto k = NextChunkLocked(j);
         if (!k) {  // every chunk is already on disk (resumed): verify
           j.st = Job::St::kFinishing;
+          cv_.notify_all();  // the others need not wait for the verification
           return Task{Task::Kind::kFinalize, i};
         }
         j.probe_sent = true;
@@ -320,6 +321,9 @@ class Scheduler {
     }
     if (j.whole || j.rw->contiguous_bytes() == j.rw->chunk_end(j.rw->num_chunks() - 1)) {
       j.st = Job::St::kFinishing;
+      // The connections waiting for this file's last chunk move on to the next
+      // file now, while this one hashes what it has not hashed yet.
+      cv_.notify_all();
       l.unlock();
       FinalizeRanged(t.job);
     }
