@@ -75,7 +75,9 @@ class Scheduler {
     if (n > 0) {
       // Preparation loops and connection loops, all on one bounded pool.
       const size_t preps = std::min(n, static_cast<size_t>(std::max(2, max_conn_)));
-      const size_t loops = preps + static_cast<size_t>(max_conn_);
+      // One loop more than connections: a loop verifying a file it finished
+      // does not count as a connection (RunTask), so another one takes its place.
+      const size_t loops = preps + static_cast<size_t>(max_conn_) + 1;
       util::ParallelFor(loops, static_cast<int>(loops), nullptr, [&](size_t i) {
         if (i < preps) PrepLoop();
         else ConnLoop();
@@ -183,9 +185,10 @@ class Scheduler {
       }
       ++active_;
       l.unlock();
-      RunTask(*t);
+      bool released = false;
+      RunTask(*t, &released);
       l.lock();
-      --active_;
+      if (!released) --active_;
       cv_.notify_all();
     }
   }
@@ -223,7 +226,6 @@ class Scheduler {
         auto k = NextChunkLocked(j);
         if (!k) {  // every chunk is already on disk (resumed): verify
           j.st = Job::St::kFinishing;
-          cv_.notify_all();  // the others need not wait for the verification
           return Task{Task::Kind::kFinalize, i};
         }
         j.probe_sent = true;
@@ -269,7 +271,16 @@ class Scheduler {
     return io;
   }
 
-  void RunTask(const Task& t) {
+  // Stops counting the calling loop as a connection (it verifies a file now:
+  // no network) and wakes the others. Called with mu_ held.
+  void ReleaseConnectionLocked(bool* released) {
+    --active_;
+    *released = true;
+    cv_.notify_all();
+  }
+
+  // `*released`: the task stopped counting as a connection (see ConnLoop).
+  void RunTask(const Task& t, bool* released) {
     Job& j = *jobs_[t.job];
     switch (t.kind) {
       case Task::Kind::kSingle: {
@@ -277,8 +288,12 @@ class Scheduler {
         if (!r.ok()) return Fail(t.job, r.status());
         return Finish(t.job);
       }
-      case Task::Kind::kFinalize:
+      case Task::Kind::kFinalize: {
+        std::unique_lock<std::mutex> l(mu_);
+        ReleaseConnectionLocked(released);
+        l.unlock();
         return FinalizeRanged(t.job);
+      }
       case Task::Kind::kChunk:
         break;
     }
@@ -322,8 +337,9 @@ class Scheduler {
     if (j.whole || j.rw->contiguous_bytes() == j.rw->chunk_end(j.rw->num_chunks() - 1)) {
       j.st = Job::St::kFinishing;
       // The connections waiting for this file's last chunk move on to the next
-      // file now, while this one hashes what it has not hashed yet.
-      cv_.notify_all();
+      // file now, and another loop takes this connection's place, while this
+      // one hashes what it has not hashed yet.
+      ReleaseConnectionLocked(released);
       l.unlock();
       FinalizeRanged(t.job);
     }
