@@ -21,8 +21,11 @@
 //    files back.
 // So on one link shared by all connections the files complete in order, each
 // at the speed of the whole link. A file is verified (size, sha256 inline)
-// and renamed into blobs/ by the connection that finished its last byte,
-// then `finish` links it and on_file_done runs (completion order). A ranged
+// and renamed into blobs/ by the thread that finished its last byte, which
+// stops counting as a connection first (there is one connection thread more
+// than connections): the next file's ranges start at once and the hash of
+// the out-of-order chunks overlaps them. Then `finish` links it and
+// on_file_done runs (completion order). A ranged
 // file whose server answers ranges unusably, or whose hash does not match,
 // is fetched again as one stream (with one warning). The first error cancels
 // everything else promptly and is returned.
