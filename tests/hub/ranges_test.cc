@@ -178,6 +178,48 @@ TEST(Ranges, CancelledDownloadResumesFromTheJournalOnTheNextRun) {
   EXPECT_FALSE(fs::exists(partial));
 }
 
+// A ranged partial whose journal holds every chunk (a run killed between its
+// last byte and the rename) is verified and renamed without a GET of the
+// file; one whose bytes do not hash to the etag is fetched again as one
+// stream. The bytes come from the test's own data.
+TEST(Ranges, AJournaledPartialHoldingEveryChunkIsVerifiedWithoutAGet) {
+  Fixture f(12 * kMiB, 8);
+  ASSERT_TRUE(f.hub);
+  for (bool corrupt : {false, true}) {
+    SCOPED_TRACE(corrupt ? "a flipped byte" : "intact");
+    TempDir cache;
+    const uint64_t before = Gets(f.log, f.etag).size();
+    {
+      hubload::RepoCache repo(cache.str(), "org/big", hubload::RepoType::kModel);
+      hubload::RangedBlobWriter::Options o;
+      o.size = f.data.size();
+      o.chunk_bytes = 4 * kMiB;
+      auto w = hubload::RangedBlobWriter::Open(repo, f.etag, o);
+      ASSERT_OK(w);
+      std::string bytes = f.data;
+      if (corrupt) bytes[5 * kMiB + 3] ^= 0x20;
+      for (size_t k = 0; k < (*w)->num_chunks(); ++k)
+        ASSERT_OK((*w)->Append(k, bytes.data() + (*w)->chunk_begin(k), (*w)->chunk_end(k) - (*w)->chunk_begin(k)));
+    }  // closed without Commit: the journal keeps every chunk
+    const std::string partial = cache.str() + "/models--org--big/blobs/" + f.etag + ".ranges.incomplete";
+    ASSERT_TRUE(fs::exists(partial));
+    hubload::HubClient client(Ranged(*f.hub, cache.str()));
+    auto p = client.Download(Req("model.safetensors"));
+    ASSERT_OK(p);
+    EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+    EXPECT_FALSE(fs::exists(partial));
+    auto gets = Gets(f.log, f.etag);
+    gets.erase(gets.begin(), gets.begin() + static_cast<long>(before));
+    if (!corrupt) {
+      EXPECT_TRUE(gets.empty()) << gets.size() << " GETs of the file";
+    } else {
+      ASSERT_EQ(gets.size(), 1u);  // the whole file again, in one stream
+      EXPECT_EQ(gets[0].range, "");
+      EXPECT_EQ(gets[0].bytes, f.data.size());
+    }
+  }
+}
+
 TEST(Ranges, ASingleStreamPartialIsResumedAsItIs) {
   // A partial left by huggingface_hub (<etag>.incomplete, contiguous prefix) is continued, not re-fetched in ranges.
   Fixture f(12 * kMiB, 5);
