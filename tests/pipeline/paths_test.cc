@@ -566,6 +566,16 @@ struct EventLog {
   }
 };
 
+// A client that fetches files of 2 MiB and more in 1 MiB ranges (the
+// smallest), so that several connections work on one shard.
+HubClient SmallRangesClient(const std::string& url, const std::string& cache, int connections) {
+  ClientOptions co = MakeClient(url, cache).options();
+  co.range_threshold_bytes = 2 << 20;
+  co.range_chunk_bytes = 1 << 20;
+  co.connections = connections;
+  return HubClient(co);
+}
+
 // On one link shared by every connection, shards complete in load order and
 // shard k is loaded before shard k+1 completes (downloads scheduled in load order).
 TEST(Streaming, ShardsCompleteInLoadOrderOnASharedLink) {
@@ -582,15 +592,10 @@ TEST(Streaming, ShardsCompleteInLoadOrderOnASharedLink) {
   ASSERT_OK(store);
   store.AddRepo("org/ordered", src.path());
   store.server().faults().SetTotalBandwidthBytesPerSec(8'000'000);  // 4 x 4 MiB: about 2 s
-  // 1 MiB ranges (the smallest) so that several connections can work on one shard.
-  ClientOptions co = MakeClient(store.url(), cache.str()).options();
-  co.range_threshold_bytes = 2 << 20;
-  co.range_chunk_bytes = 1 << 20;
   // Two connections for four ranges per shard: a scheduler that fetched files
   // side by side would finish shards k and k+1 together; fetching the earliest
   // file's ranges first leaves shard k+1 at least two range times behind.
-  co.connections = 2;
-  HubClient client(co);
+  HubClient client = SmallRangesClient(store.url(), cache.str(), 2);
   PretrainedRequest req;
   req.repo_id = "org/ordered";
   EventLog log;
@@ -696,11 +701,7 @@ TEST(Streaming, ARestartedDownloadNeverHandsOverBytesOfTheNewPartial) {
   for (TargetDtype dtype : {TargetDtype::kAuto, TargetDtype::kF32}) {
     SCOPED_TRACE(TargetDtypeName(dtype));
     TempDir cache;
-    ClientOptions co = MakeClient(store.url(), cache.str()).options();
-    co.range_threshold_bytes = 2 << 20;
-    co.range_chunk_bytes = 1 << 20;
-    co.connections = 2;
-    HubClient client(co);
+    HubClient client = SmallRangesClient(store.url(), cache.str(), 2);
     PretrainedRequest req;
     req.repo_id = "org/restart";
     req.load.dtype = dtype;
