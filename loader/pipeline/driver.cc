@@ -177,6 +177,38 @@ class Driver {
     return Status::Ok();
   }
 
+  // The shard's header with the index applied and checked against the plan;
+  // nullopt when more bytes are needed (prog_[i].need is set).
+  Result<std::optional<safetensors::Header>> ReadHeader(size_t i, int fd, uint64_t avail, bool verified) {
+    Progress& p = prog_[i];
+    const PlannedShard& shard = plan_.shards[i];
+    const std::string& label = shard.file;  // the repo path, as errors name it
+    const uint64_t size = verified ? avail : shard.size;
+    if (avail < 8 && !verified) {
+      p.need = 8;
+      return std::optional<safetensors::Header>();
+    }
+    uint8_t len8[8];
+    const uint64_t have8 = std::min<uint64_t>(8, avail);
+    HUBLOAD_RETURN_IF_ERROR(PreadAll(fd, 0, len8, have8, label));
+    HUBLOAD_ASSIGN_OR_RETURN(uint64_t need, safetensors::PeekHeaderLength(len8, have8, size, label));
+    if (avail < need && !verified) {
+      p.need = need;
+      return std::optional<safetensors::Header>();
+    }
+    std::vector<uint8_t> head(need);
+    HUBLOAD_RETURN_IF_ERROR(PreadAll(fd, 0, head.data(), need, label));
+    HUBLOAD_ASSIGN_OR_RETURN(safetensors::Header h, safetensors::ParseHeader(head.data(), head.size(), size, label));
+    if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(ApplyIndex(shard.file, &h.tensors));
+    if (shard.header && !SameHeader(*shard.header, h))
+      return Status(Code::kInvalidFormat,
+                    "the header of '" + shard.file + "' differs from the one read before downloading (" +
+                        std::to_string(shard.header->tensors.size()) + " tensors planned, " +
+                        std::to_string(h.tensors.size()) + " in the file); the file changed during the load",
+                    reason::kHeaderChanged);
+    return std::optional<safetensors::Header>(std::move(h));
+  }
+
   Status Step(size_t i) {
     Progress& p = prog_[i];
     ShardData& sd = data_[i];
@@ -211,31 +243,18 @@ class Driver {
       return End(i);
     }
     if (!p.started) {
-      const std::string& label = shard.file;  // the repo path, as errors name it
-      const uint64_t size = verified ? avail : shard.size;
-      if (avail < 8 && !verified) {
-        p.need = 8;
+      auto h = ReadHeader(i, fd, avail, verified);
+      if (!h.ok()) {
+        // Bytes not verified yet (a partial file, perhaps kept from an earlier
+        // run) do not decide: the verified file does. Its download either
+        // fails its sha256 check (the load fails with that) or is fetched
+        // again, and its header is read anew.
+        if (verified) return h.status();
+        p.need = kNever;
         return Status::Ok();
       }
-      uint8_t len8[8];
-      const uint64_t have8 = std::min<uint64_t>(8, avail);
-      HUBLOAD_RETURN_IF_ERROR(PreadAll(fd, 0, len8, have8, label));
-      HUBLOAD_ASSIGN_OR_RETURN(uint64_t need, safetensors::PeekHeaderLength(len8, have8, size, label));
-      if (avail < need && !verified) {
-        p.need = need;
-        return Status::Ok();
-      }
-      std::vector<uint8_t> head(need);
-      HUBLOAD_RETURN_IF_ERROR(PreadAll(fd, 0, head.data(), need, label));
-      HUBLOAD_ASSIGN_OR_RETURN(safetensors::Header h, safetensors::ParseHeader(head.data(), head.size(), size, label));
-      if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(ApplyIndex(shard.file, &h.tensors));
-      if (shard.header && !SameHeader(*shard.header, h))
-        return Status(Code::kInvalidFormat,
-                      "the header of '" + shard.file + "' differs from the one read before downloading (" +
-                          std::to_string(shard.header->tensors.size()) + " tensors planned, " +
-                          std::to_string(h.tensors.size()) + " in the file); the file changed during the load",
-                      reason::kHeaderChanged);
-      sd.header_ = std::move(h);
+      if (!*h) return Status::Ok();  // more bytes needed (p.need set)
+      sd.header_ = std::move(**h);
       if (!plan_.sharded) AddAliasTargets(sd.header_.metadata);
       for (const auto& t : sd.header_.tensors) p.records.push_back(RecordOf(shard.file, t));
       p.started = true;

@@ -662,6 +662,63 @@ TEST(Streaming, TensorsArriveBeforeTheirShardEnds) {
   }
 }
 
+// A ranged partial kept from an earlier run whose header bytes are corrupt
+// (the journal says every chunk is in) does not decide the load: the loader
+// waits for the verified file, the partial fails its sha256 check and is
+// fetched again, and the load succeeds with the served bytes. Before, the
+// provisional header failed the load with InvalidFormat on every run.
+TEST(Streaming, ACorruptKeptPartialIsFetchedAgainNotAFormatError) {
+  TempDir src;
+  std::vector<RawTensor> ts;
+  for (int i = 0; i < 4; ++i) ts.push_back(MakeTensor("w" + std::to_string(i), "F32", {256, 1024}, 90 + i));
+  const std::string good = SafetensorsBytes(ts);  // 4 MiB
+  WriteText(src.path() / "model.safetensors", good);
+  ServedStore store;
+  ASSERT_OK(store);
+  store.AddRepo("org/kept", src.path());
+  const std::string etag = hubload::testing::Sha256Hex(good.data(), good.size());
+  for (const bool length_field : {true, false}) {
+    SCOPED_TRACE(length_field ? "header length + 16" : "a data_offsets digit changed");
+    TempDir cache_k;
+    std::string bad = good;
+    if (length_field) {
+      bad[0] = static_cast<char>(static_cast<unsigned char>(bad[0]) + 16);
+    } else {
+      const size_t at = bad.find("\"data_offsets\":[0,");
+      ASSERT_NE(at, std::string::npos);
+      bad[at + std::string("\"data_offsets\":[0,").size()] = '9';
+    }
+    {
+      RepoCache repo(cache_k.str(), "org/kept", RepoType::kModel);
+      RangedBlobWriter::Options o;
+      o.size = bad.size();
+      o.chunk_bytes = 1 << 20;  // SmallRangesClient's ranges: the journal is resumed
+      auto w = RangedBlobWriter::Open(repo, etag, o);
+      ASSERT_OK(w);
+      for (size_t k = 0; k < (*w)->num_chunks(); ++k)
+        ASSERT_OK((*w)->Append(k, bad.data() + (*w)->chunk_begin(k), (*w)->chunk_end(k) - (*w)->chunk_begin(k)));
+    }
+    HubClient client = SmallRangesClient(store.url(), cache_k.str(), 2);
+    for (TargetDtype dtype : {TargetDtype::kAuto, TargetDtype::kF32}) {
+      PretrainedRequest req;
+      req.repo_id = "org/kept";
+      req.load.dtype = dtype;
+      std::map<std::string, std::string> got;
+      PretrainedCallbacks cb;
+      cb.on_tensor = [&](const std::string& name, at::Tensor t) {
+        got[name] = Bytes(t);
+        return Status::Ok();
+      };
+      auto r = FetchAndLoad(client, req, cb);
+      ASSERT_OK(r) << TargetDtypeName(dtype);
+      for (const auto& t : ts) EXPECT_TRUE(got[t.name] == t.bytes) << t.name;  // F32 either way
+    }
+    RepoCache rc(cache_k.str(), "org/kept", RepoType::kModel);
+    auto blob = hubload::testing::ReadFileBytes(rc.BlobPath(etag));
+    EXPECT_EQ(hubload::testing::Sha256Hex(blob.data(), blob.size()), etag);
+  }
+}
+
 // A shard whose ranges arrive but whose sha256 is wrong is downloaded again on
 // one connection into a new partial file while the loader is still handing
 // over tensors it checked in the first one (a slow on_tensor keeps it behind).
