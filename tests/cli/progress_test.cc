@@ -183,6 +183,66 @@ TEST(Progress, Download) {
   ExpectSilentVariants(cmd, "-q", path, snapshot);  // the short form, as every other command takes it
 }
 
+// The screen a terminal shows after `out`: "\x1b[1A" moves up a line, "\x1b[2K"
+// erases it, other escapes are dropped, "\r" returns to the line's start.
+std::vector<std::string> Screen(const std::string& out) {
+  std::vector<std::string> lines(1);
+  size_t row = 0, col = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char c = out[i];
+    if (c == '\x1b' && i + 1 < out.size() && out[i + 1] == '[') {
+      size_t j = i + 2;
+      while (j < out.size() && !std::isalpha(static_cast<unsigned char>(out[j]))) ++j;
+      if (j >= out.size()) break;
+      if (out[j] == 'A' && row > 0) --row;
+      if (out[j] == 'K') lines[row].clear();
+      i = j;
+      continue;
+    }
+    if (c == '\r') {
+      col = 0;
+    } else if (c == '\n') {
+      ++row;
+      col = 0;
+      if (row >= lines.size()) lines.emplace_back();
+    } else {
+      std::string& l = lines[row];
+      if (l.size() < col) l.resize(col, ' ');
+      if (col < l.size()) l[col] = c;
+      else l.push_back(c);
+      ++col;
+    }
+  }
+  return lines;
+}
+
+// A library warning printed while a bar is on screen (here: the Hub cannot be
+// reached, the cached snapshot is used) stays on screen above the bars, and no
+// stale bar line is left: the CLI's logger prints around the bar. Before, the
+// next redraw erased the warning and left the old bar line behind.
+TEST(Progress, AWarningPrintedDuringTheBarsStaysOnScreen) {
+  const Repo repo = Checkpoint();
+  auto hub = Serve(repo, 0);
+  ASSERT_TRUE(hub);
+  TempDir cache;
+  const std::string cmd = Bin() + " download org/m --endpoint " + hub->url() + " --cache-dir " + cache.str();
+  std::string path, err;
+  ASSERT_EQ(RunCommand(cmd, &path, &err), 0) << err;  // warm
+  hub->server->Stop();
+  std::string out;
+  ASSERT_EQ(OnTerminal(cmd, &out), 0) << out;
+  const std::vector<std::string> screen = Screen(out);
+  std::string shown;
+  for (const auto& l : screen) shown += l + "\n";
+  size_t warnings = 0;
+  for (const auto& l : screen) {
+    warnings += l.find("using the cached snapshot") != std::string::npos;
+    EXPECT_EQ(l.find("ETA"), std::string::npos) << "a bar line left on screen:\n" << shown;
+  }
+  EXPECT_EQ(warnings, 1u) << shown;
+  EXPECT_NE(shown.find(path.substr(0, path.size() - 1)), std::string::npos) << shown;
+}
+
 // The bars are erased ("\x1b[2K") after the last progress line and before `final_line`.
 void ExpectErasedBefore(const std::string& out, const std::string& final_line) {
   const size_t last = out.rfind(final_line);

@@ -7,7 +7,6 @@
 // (cli::TorchCommands(), or download/load with --distributed) replaces the
 // process with hubload-torch and the same argv, so LibTorch is mapped only by
 // the commands that use it.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 
 #include "tools/hubload/cli.h"
 #include "tools/hubload/guard.h"
+#include "tools/hubload/progress_bar.h"
 
 namespace {
 
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
 #endif
 
   // Warnings and logs go to stderr: stdout carries results (paths, --json), as `hf download` does.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("hubload"));
+  hubload::cli::InstallBarAwareLogger();  // library warnings print around the progress bar
   CLI::App app{"hubload: fetch models from the Hugging Face Hub and load them", "hubload"};
   app.require_subcommand(1);
   // Global options also after the command name (inherited by every subcommand added below).

@@ -2,6 +2,10 @@
 // renderer is built alone into the unit test).
 #include "tools/hubload/progress_bar.h"
 
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -9,6 +13,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 
 namespace hubload::cli {
 
@@ -138,7 +144,60 @@ std::string FormatTotalLine(const std::string& label, uint64_t done, uint64_t to
   return line;
 }
 
-ProgressBar::ProgressBar() : start_(std::chrono::steady_clock::now()) {}
+namespace {
+
+// The bar on screen that log messages go through (InstallBarAwareLogger).
+std::mutex g_active_mu;
+ProgressBar* g_active = nullptr;
+
+void SetActive(ProgressBar* bar, bool on) {
+  std::lock_guard<std::mutex> l(g_active_mu);
+  if (on) g_active = bar;
+  else if (g_active == bar) g_active = nullptr;
+}
+
+// spdlog sink: the colour sink on stderr, printed around the active bar.
+class BarAwareSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  BarAwareSink() : inner_(std::make_shared<spdlog::sinks::stderr_color_sink_mt>()) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    std::lock_guard<std::mutex> l(g_active_mu);
+    if (g_active) {
+      g_active->Interject([&] {
+        inner_->log(msg);
+        inner_->flush();
+      });
+    } else {
+      inner_->log(msg);
+    }
+  }
+  void flush_() override { inner_->flush(); }
+  void set_pattern_(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter_(std::unique_ptr<spdlog::formatter> f) override { inner_->set_formatter(std::move(f)); }
+
+ private:
+  std::shared_ptr<spdlog::sinks::stderr_color_sink_mt> inner_;
+};
+
+}  // namespace
+
+void InstallBarAwareLogger() {
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("hubload", std::make_shared<BarAwareSink>()));
+}
+
+ProgressBar::ProgressBar() : start_(std::chrono::steady_clock::now()) { SetActive(this, true); }
+
+ProgressBar::~ProgressBar() { SetActive(this, false); }
+
+void ProgressBar::Interject(const std::function<void()>& print) {
+  std::lock_guard<std::mutex> l(mu_);
+  Clear();
+  std::fflush(stderr);
+  print();
+  if (drawn_ && !finished_) Draw(true);
+}
 
 void ProgressBar::SetFile(const std::string& name, uint64_t done, uint64_t total) {
   if (total > 0 && done >= total)
@@ -202,7 +261,9 @@ void ProgressBar::Log(const std::string& line) {
 }
 
 void ProgressBar::Finish(bool keep) {
+  SetActive(this, false);
   std::lock_guard<std::mutex> l(mu_);
+  finished_ = true;
   if (keep) {
     if (drawn_) Draw(true);  // the last state, which the rate limit may have skipped
     lines_ = 0;

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -68,9 +69,21 @@ size_t LineColumns();
 std::string FormatTotalLine(const std::string& label, uint64_t done, uint64_t total, double bytes_per_s,
                             const std::string& suffix);
 
+/// Makes spdlog's default logger ("hubload", stderr, colours on a terminal)
+/// print through the progress bar on screen, if any: the bars are erased, the
+/// message printed and the bars redrawn, so a library warning ("using the
+/// cached snapshot", a retry) is neither erased by the next redraw nor left
+/// between stale bar lines. Call once at start-up, before any bar exists.
+void InstallBarAwareLogger();
+
 class ProgressBar {
  public:
+  /// The bar the logger prints through (InstallBarAwareLogger) until Finish()
+  /// or destruction.
   ProgressBar();
+  ~ProgressBar();
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
   /// Per-file bytes (total 0 = unknown); the file's line goes when done >= total > 0.
   void File(const std::string& name, uint64_t done, uint64_t total);
   /// Aggregate bytes and a suffix printed after the ETA (e.g. "shards 1/4").
@@ -88,8 +101,12 @@ class ProgressBar {
   /// Prints `line` above the bars (e.g. "done config.json"), then redraws them (if drawn before).
   void Log(const std::string& line);
   /// Erases the bars (call before printing the result); `keep`: leaves them on
-  /// screen as last drawn instead (upload's phase lines).
+  /// screen as last drawn instead (upload's phase lines). Log messages are
+  /// printed plainly from then on.
   void Finish(bool keep = false);
+  /// Erases the bars, runs `print` (which writes lines to stderr), redraws the
+  /// bars if they were drawn and the bar is not finished.
+  void Interject(const std::function<void()>& print);
 
  private:
   void Clear();
@@ -104,6 +121,7 @@ class ProgressBar {
   std::string label_, suffix_;
   bool drawn_ = false;  // the total line was drawn at least once in this phase
   bool drawn_complete_ = false;  // the drawn total line showed done == total
+  bool finished_ = false;
   int lines_ = 0;
   std::chrono::steady_clock::time_point start_;
 };
