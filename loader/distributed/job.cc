@@ -288,13 +288,37 @@ class JobImpl {
     if (store_) {
       (void)Set("exit/" + std::to_string(env_.rank), ok ? "ok" : "error");
       if (env_.rank == 0) {
-        double limit = ok ? opt_.timeout_s : opt_.heartbeat_timeout_s;
+        // Rank 0 hosts the store: it waits for the others to read the job's
+        // outcome. After a failure a rank whose heartbeat has stopped (a dead
+        // one, the usual failure) never writes its exit key: it is waited for
+        // at most two heartbeat periods, not the whole heartbeat timeout again.
+        const double limit = ok ? opt_.timeout_s : opt_.heartbeat_timeout_s;
+        const double stale_s = 2 * std::clamp(opt_.heartbeat_timeout_s / 6.0, 0.05, 5.0);
         auto t0 = Clock::now();
+        std::string beat;
+        auto beat_changed = Clock::now();
         for (int r = 1; r < env_.world_size && Since(t0) < limit;) {
+          const std::string hb = "hb/" + std::to_string(r);
           auto c = Check({"exit/" + std::to_string(r)});
           if (!c.ok()) break;
-          if (*c) {
+          bool gone = *c;
+          if (!gone && !ok) {
+            auto has = Check({hb});
+            if (!has.ok()) break;
+            if (*has) {
+              auto v = Get(hb);
+              if (!v.ok()) break;
+              if (*v != beat) {
+                beat = *v;
+                beat_changed = Clock::now();
+              }
+            }
+            gone = Since(beat_changed) > stale_s;
+          }
+          if (gone) {
             ++r;
+            beat.clear();
+            beat_changed = Clock::now();
           } else {
             SleepMs(10);
           }
