@@ -121,6 +121,9 @@ struct FileIo {
   /// The file's retry allowance, shared by all its requests and resumes
   /// (HttpRequest::budget); null = one per fetch call.
   std::shared_ptr<RetryBudget> budget;
+  /// Downloads from scratch after the whole file failed its sha256 check (a
+  /// persistent corruption is then reported, not fetched again and again).
+  int hash_retries = 1;
 };
 
 /// After a kNetwork error of a request of this file that delivered no byte:

@@ -190,6 +190,15 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
   HUBLOAD_ASSIGN_OR_RETURN(std::unique_ptr<BlobWriter> w, open(true));
   if (io.progress) io.progress->Add(static_cast<int64_t>(w->offset()));
   int failures = 0;
+  int hash_failures = 0;
+  // After a sha256 mismatch of the whole file: true when it is fetched again
+  // from scratch (io.hash_retries times at most), with a warning.
+  auto again_after = [&](const Status& st) {
+    if (!st.Is(reason::kHashMismatch) || hash_failures >= io.hash_retries) return false;
+    ++hash_failures;
+    spdlog::warn("{}: {}; downloading it again", ctx.file, st.message());
+    return true;
+  };
   auto restart = [&]() -> Status {
     if (io.progress) io.progress->Add(-static_cast<int64_t>(w->offset()));
     return w->Restart();
@@ -204,7 +213,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
       // B03: the partial is already complete; verify without a request.
       auto c = commit(*w);
       if (c.ok()) return c;
-      if (!c.status().Is(reason::kHashMismatch) || ++failures > max_attempts) return WithCtx(c.status(), ctx);
+      if (!again_after(c.status())) return WithCtx(c.status(), ctx);
       if (io.progress) io.progress->Add(-static_cast<int64_t>(off));
       HUBLOAD_ASSIGN_OR_RETURN(w, open(false));
       continue;
@@ -276,7 +285,7 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
     }
     auto c = commit(*w);
     if (c.ok()) return c;
-    if (c.status().Is(reason::kHashMismatch) && ++failures <= max_attempts) {
+    if (again_after(c.status())) {
       HUBLOAD_ASSIGN_OR_RETURN(w, open(false));
       continue;
     }

@@ -38,6 +38,7 @@ struct Job {
   bool probe_sent = false, probe_ok = false, whole = false;
   bool streaming_whole = false;     // the probe was answered with the whole file (200)
   bool fallback = false;            // ranges unusable: one stream once inflight == 0
+  bool hash_retried = false;        // fetched again after a sha256 mismatch: no further retry
   std::atomic<bool> abort{false};   // stops this file's chunk transfers
   // One retry allowance for every request of this file (resumes, chunks).
   std::shared_ptr<RetryBudget> budget = std::make_shared<RetryBudget>();
@@ -284,7 +285,9 @@ class Scheduler {
     Job& j = *jobs_[t.job];
     switch (t.kind) {
       case Task::Kind::kSingle: {
-        auto r = FetchStream(s_, *j.prep.target, j.work.ctx, IoFor(j));
+        FileIo io = IoFor(j);
+        if (j.hash_retried) io.hash_retries = 0;
+        auto r = FetchStream(s_, *j.prep.target, j.work.ctx, std::move(io));
         if (!r.ok()) return Fail(t.job, r.status());
         return Finish(t.job);
       }
@@ -363,6 +366,7 @@ class Scheduler {
     std::lock_guard<std::mutex> l(mu_);
     j.rw.reset();
     j.single_taken = false;
+    j.hash_retried = true;
     j.st = Job::St::kReady;
     cv_.notify_all();
   }

@@ -14,6 +14,7 @@
 
 #include "access_log.h"
 #include "hubload/hub.h"
+#include "hubload/reasons.h"
 #include "testing/hub_server.h"
 #include "testing/util.h"
 #include "testing/status_matchers.h"
@@ -217,6 +218,40 @@ TEST(Ranges, AJournaledPartialHoldingEveryChunkIsVerifiedWithoutAGet) {
       EXPECT_EQ(gets[0].range, "");
       EXPECT_EQ(gets[0].bytes, f.data.size());
     }
+  }
+}
+
+// A file the server keeps sending with a wrong byte (its bytes never hash to
+// the etag) is downloaded twice, not again and again: ranges, then one stream
+// (or one stream twice with ranges off); then the load fails with
+// HashMismatch naming the file, and no blob is left under its name.
+TEST(Ranges, APersistentlyCorruptFileIsFetchedTwiceThenReported) {
+  Fixture f(12 * kMiB, 9);
+  ASSERT_TRUE(f.hub);
+  fs::path blob;
+  for (auto& e : fs::recursive_directory_iterator(f.hub->root.path()))
+    if (e.path().filename() == f.etag) blob = e.path();
+  ASSERT_FALSE(blob.empty());
+  std::string served = f.data;
+  served[7 * kMiB + 1] ^= 0x10;
+  fs::permissions(blob, fs::perms::owner_all, fs::perm_options::add);
+  hubload::testing::WriteFileBytes(blob, served);
+  for (bool ranges : {true, false}) {
+    SCOPED_TRACE(ranges ? "ranges" : "one stream");
+    TempDir cache;
+    auto o = Ranged(*f.hub, cache.str());
+    if (!ranges) o.range_threshold_bytes = 0;
+    hubload::HubClient client(o);
+    const size_t before = Gets(f.log, f.etag).size();
+    auto p = client.Download(Req("model.safetensors"));
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), Code::kCorruptDownload) << p.status().ToString();
+    EXPECT_TRUE(p.status().Is(hubload::reason::kHashMismatch)) << p.status().ToString();
+    EXPECT_NE(p.status().ToString().find("model.safetensors"), std::string::npos) << p.status().ToString();
+    auto gets = Gets(f.log, f.etag);
+    gets.erase(gets.begin(), gets.begin() + static_cast<long>(before));
+    EXPECT_EQ(SumBytes(gets), 2 * f.data.size()) << gets.size() << " GETs";
+    EXPECT_FALSE(fs::exists(cache.str() + "/models--org--big/blobs/" + f.etag));
   }
 }
 
