@@ -9,7 +9,10 @@
 // HF_HUB_OFFLINE via HubConfig::FromEnvironment) never touches the network and
 // answers Code::kOfflineMiss for what is not cached. Bytes are streamed into
 // blobs/<etag>.incomplete with sha256 computed on the fly, resumed across runs
-// with Range + If-Range, and promoted only when size and hash match.
+// with Range + If-Range, and promoted only when size and hash match. A file
+// whose bytes do not hash to its etag is discarded and fetched once more from
+// scratch (one stream, with a warning); a second mismatch is kCorruptDownload
+// reason HashMismatch naming the file (huggingface_hub does not hash at all).
 //
 // Errors (Status codes from status.h) carry ErrorContext {repo_id, revision,
 // file, url (redacted), http_status, request_id (X-Request-Id), error_code
