@@ -97,6 +97,11 @@ Status WithCtx(Status s, const ErrorContext& ctx) {
   if (s.ok()) return s;
   if (!ctx.file.empty() && s.message().find(ctx.file) == std::string::npos)
     s = s.WithPrefix(ctx.repo_id.empty() ? ctx.file : ctx.repo_id + ": " + ctx.file);
+  // A cache-layer error names its local file (a partial, perhaps already
+  // discarded); at this layer `file` is the repo path, as in every other
+  // download error (a local path a message needs is in the message).
+  if (!ctx.file.empty() && !s.context().file.empty() && s.context().file[0] == '/')
+    s.mutable_context().file = ctx.file;
   return s.Annotate(ctx);
 }
 

@@ -248,6 +248,7 @@ TEST(Ranges, APersistentlyCorruptFileIsFetchedTwiceThenReported) {
     EXPECT_EQ(p.status().code(), Code::kCorruptDownload) << p.status().ToString();
     EXPECT_TRUE(p.status().Is(hubload::reason::kHashMismatch)) << p.status().ToString();
     EXPECT_NE(p.status().ToString().find("model.safetensors"), std::string::npos) << p.status().ToString();
+    EXPECT_EQ(p.status().context().file, "model.safetensors");  // the repo path, not the discarded partial
     auto gets = Gets(f.log, f.etag);
     gets.erase(gets.begin(), gets.begin() + static_cast<long>(before));
     EXPECT_EQ(SumBytes(gets), 2 * f.data.size()) << gets.size() << " GETs";
