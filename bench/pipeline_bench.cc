@@ -3,9 +3,10 @@
 // S4, S5, S6, S12; issue 13's goals).
 //
 //   pipeline_bench [--shards N] [--shard-mb MB] [--runs R] [--link-mbps M] [--rss-shards K]
-//                  [--conversion-threads T]
-//   (defaults 4, 64, 3, 150, 20, 0; T is LoadOptions::conversion_threads:
-//   0 = every core, 1 = the loading thread alone)
+//                  [--conversion-threads T] [--yield-cpu 0|1]
+//   (defaults 4, 64, 3, 150, 20, 0, 1; T is LoadOptions::conversion_threads:
+//   0 = every core, 1 = the loading thread alone; --yield-cpu is
+//   PretrainedRequest::yield_cpu_to_downloads)
 //
 // Setup: N shards of MB MiB of BF16 data (real safetensors + index) in a
 // `hubload serve` store on 127.0.0.1; loading converts every tensor to fp32
@@ -146,6 +147,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
   int shards = 4, runs = 3, rss_shards = 20, conversion_threads = 0;
+  bool yield_cpu = true;
   uint64_t shard_mb = 64;
   double link_mbps = 150;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -156,6 +158,7 @@ int main(int argc, char** argv) {
     else if (a == "--link-mbps") link_mbps = std::atof(argv[i + 1]);
     else if (a == "--rss-shards") rss_shards = std::atoi(argv[i + 1]);
     else if (a == "--conversion-threads") conversion_threads = std::atoi(argv[i + 1]);
+    else if (a == "--yield-cpu") yield_cpu = std::atoi(argv[i + 1]) != 0;
     else Die("unknown option " + a);
   }
   if (shards < 1 || shard_mb < 1 || runs < 1 || link_mbps <= 0 || conversion_threads < 0) Die("bad arguments");
@@ -183,6 +186,7 @@ int main(int argc, char** argv) {
   req.source = hubload::PretrainedRequest::Source::kHub;
   req.load.dtype = hubload::TargetDtype::kF32;  // BF16 -> fp32: real CPU work per byte
   req.load.conversion_threads = static_cast<size_t>(conversion_threads);
+  req.yield_cpu_to_downloads = yield_cpu;
   int cache_n = 0;
   auto fresh_cache = [&]() { return (work / ("cache-" + std::to_string(cache_n++))).string(); };
   auto drop_cache = [&](const std::string& c) {

@@ -132,6 +132,17 @@ struct PretrainedRequest {
   /// land. false: download every shard first, then load them (the baseline of
   /// the overlap benchmark).
   bool overlap = true;
+  /// true (default): while this load's downloads are in flight (for
+  /// distributed ranks: while their node's leader writes a shard), dtype
+  /// conversions run on threads of the load's own (half the cores, at least
+  /// 1, at most load.conversion_threads when set) whose nice value is raised
+  /// by 10, the loader thread only waiting, so the download threads get the
+  /// CPU when they need it; once every download ended, and for loads with
+  /// nothing to download, conversions run as load.conversion_threads says.
+  /// Only the CPU share changes, never the bytes. false: every conversion as
+  /// load.conversion_threads says. Not in huggingface_hub or transformers
+  /// (measured: bench/README.md "Conversions yield the CPU to downloads").
+  bool yield_cpu_to_downloads = true;
   /// Fill TensorRecord::sha256 and ::sum for every tensor (costs one pass
   /// over the loaded bytes; the device path copies them back from the device).
   bool digests = false;

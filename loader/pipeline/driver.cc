@@ -26,6 +26,7 @@
 #include "util/file_io.h"
 #include "util/text.h"
 #include "util/progress.h"
+#include "util/worker_pool.h"
 
 namespace hubload::pipeline_internal {
 namespace {
@@ -44,6 +45,12 @@ bool SameHeader(const safetensors::Header& a, const safetensors::Header& b) {
 
 // ---------------------------------------------------------------------------
 // The driver
+
+namespace {
+// Nice increment of the conversion threads while downloads are in flight: CFS
+// weight 110 against the download threads' 1024 (nice 0).
+constexpr int kYieldingNice = 10;
+}  // namespace
 
 namespace {
 
@@ -356,6 +363,15 @@ Status RunDriver(ShardSource& source, const FetchPlan& plan, const PretrainedReq
                  const DriverCallbacks& cb, Clock::time_point t0, PretrainedInfo* info) {
   ShardState state(plan, req.overlap ? req.max_shards_in_flight : 0, cb);
   Status driver_status;
+  // Conversions yield the CPU to the downloads while these are in flight (PretrainedRequest::yield_cpu_to_downloads).
+  std::optional<util::WorkerPool> low_priority;
+  std::optional<util::PoolRoute> route;
+  if (req.overlap && req.yield_cpu_to_downloads && !plan.local) {
+    size_t threads = std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
+    if (req.load.conversion_threads > 0) threads = std::min(threads, req.load.conversion_threads);
+    low_priority.emplace(threads, kYieldingNice);
+    route.emplace(&*low_priority, state.downloading());
+  }
   {
     Driver driver(state, plan, req, sink, info, t0);
     std::thread producer([&] {
@@ -377,6 +393,7 @@ Status RunDriver(ShardSource& source, const FetchPlan& plan, const PretrainedReq
       if (driver_status.ok()) driver_status = sink.Finish(info);
     }
   }
+  route.reset();  // before its pool
   if (!plan.local) info->timings.download_s = Seconds(t0, state.download_done());
   return driver_status;
 }

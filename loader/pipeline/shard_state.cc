@@ -53,6 +53,7 @@ void ShardState::Bytes(const std::string& file, int fd, uint64_t generation, uin
   std::lock_guard<std::mutex> l(mu_);
   Slot& s = slots_[it->second];
   if (s.verified) return;
+  if (!source_done_) downloading_.store(true, std::memory_order_relaxed);
   if (s.fds.empty() || generation != s.generation) {
     int d = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (d < 0) return;  // the shard is then read once verified
@@ -129,6 +130,7 @@ void ShardState::Cancel() {
 void ShardState::SourceFinished(Status st) {
   std::lock_guard<std::mutex> l(mu_);
   source_done_ = true;
+  downloading_.store(false, std::memory_order_relaxed);
   download_done_ = std::chrono::steady_clock::now();
   if (!st.ok() && error_.ok() && !(st.code() == Code::kCancelled && cancel_.load())) error_ = std::move(st);
   if (!st.ok()) cancel_ = true;

@@ -54,6 +54,9 @@ class ShardState : public ShardEvents {
   void FileProgress(const std::string& file, uint64_t done, uint64_t total) override;
   void ShardLoaded(const std::string& file);
   const std::atomic<bool>* cancel_flag() const override;
+  /// True from the first Bytes() of a file not yet verified (a download in
+  /// flight) until the source finishes.
+  const std::atomic<bool>* downloading() const { return &downloading_; }
 
   // ---- driver side ----
   /// Records the first error and cancels; called with mu_ held.
@@ -78,6 +81,7 @@ class ShardState : public ShardEvents {
   std::vector<Slot> slots_;
   std::unordered_map<std::string, size_t> by_file_;
   std::atomic<bool> cancel_{false};
+  std::atomic<bool> downloading_{false};
   Status error_;
   bool source_done_ = false;
   size_t earliest_unended_ = 0;

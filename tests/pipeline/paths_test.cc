@@ -3,11 +3,18 @@
 // checkpoint (distributed: tests/distributed). Expected values come from the
 // bytes the test wrote.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -660,6 +667,80 @@ TEST(Streaming, TensorsArriveBeforeTheirShardEnds) {
     // The provisional tensors hold the bytes that were verified afterwards.
     for (const auto& t : ts) EXPECT_TRUE(got[t.name] == t.bytes) << t.name;
   }
+}
+
+// The nice value of every thread of this process, read from
+// /proc/self/task/<tid>/stat (field 19, counted after the command name's ')').
+std::vector<int> NiceOfEveryThread() {
+  std::vector<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(e.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;  // the thread ended meanwhile
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 1));
+    std::string f;
+    for (int field = 3; field <= 19 && fields >> f; ++field)
+      if (field == 19) out.push_back(std::stoi(f));
+  }
+  return out;
+}
+
+// While a shard is downloading its conversions run on threads of the load
+// whose nice value is 10 above the caller's, so the download threads get the
+// CPU (PretrainedRequest::yield_cpu_to_downloads); the loader thread itself
+// keeps its priority, and the option off lowers no thread. The tensors are
+// the served bytes either way.
+TEST(Streaming, ConversionsWhileTheShardDownloadsYieldTheCpu) {
+  TempDir src;
+  std::vector<RawTensor> ts;
+  for (int i = 0; i < 8; ++i) ts.push_back(MakeTensor("t" + std::to_string(i), "BF16", {256, 1024}, 70 + i));
+  WriteText(src.path() / "model.safetensors", SafetensorsBytes(ts));  // 4 MiB
+  ServedStore store;
+  ASSERT_OK(store);
+  store.AddRepo("org/yield", src.path());
+  store.server().faults().SetTotalBandwidthBytesPerSec(4'000'000);  // about 1 s
+  errno = 0;
+  const int caller_nice = ::getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  const int lowered = std::min(19, caller_nice + 10);
+  if (lowered == caller_nice) GTEST_SKIP() << "the test process already runs at nice 19: nothing can be lowered";
+  for (const bool yield : {true, false}) {
+    SCOPED_TRACE(yield ? "yield_cpu_to_downloads" : "option off");
+    TempDir cache;
+    HubClient client = MakeClient(store.url(), cache.str());
+    PretrainedRequest req;
+    req.repo_id = "org/yield";
+    req.load.dtype = TargetDtype::kF32;
+    req.yield_cpu_to_downloads = yield;
+    std::atomic<bool> downloaded{false};
+    int during = 0, lowered_threads = 0, loader_nice = caller_nice;
+    std::map<std::string, std::string> got;
+    PretrainedCallbacks cb;
+    cb.on_tensor = [&](const std::string& name, at::Tensor t) {
+      got[name] = Bytes(t.to(at::kBFloat16));
+      if (!downloaded) {
+        ++during;
+        const std::vector<int> nice = NiceOfEveryThread();
+        lowered_threads = std::max<int>(lowered_threads, static_cast<int>(std::count(nice.begin(), nice.end(), lowered)));
+        errno = 0;
+        loader_nice = ::getpriority(PRIO_PROCESS, 0);
+      }
+      return Status::Ok();
+    };
+    cb.on_file_downloaded = [&](const std::string&) { downloaded = true; };
+    auto r = FetchAndLoad(client, req, cb);
+    ASSERT_OK(r);
+    ASSERT_GE(during, 1) << "no tensor was converted while the shard downloaded";
+    if (yield) EXPECT_GE(lowered_threads, 1);
+    else EXPECT_EQ(lowered_threads, 0);
+    EXPECT_EQ(loader_nice, caller_nice);
+    for (const auto& t : ts) EXPECT_TRUE(got[t.name] == t.bytes) << t.name;
+  }
+  // The load's threads are gone with it.
+  const std::vector<int> after = NiceOfEveryThread();
+  EXPECT_EQ(std::count(after.begin(), after.end(), lowered), 0);
 }
 
 // A ranged partial kept from an earlier run whose header bytes are corrupt

@@ -4,8 +4,13 @@
 #include "util/worker_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -69,6 +74,79 @@ TEST(WorkerPool, SharedPoolExistsAndWorks) {
   std::atomic<long> sum{0};
   shared.ParallelFor(100, 0, [&](size_t i) { sum.fetch_add(static_cast<long>(i)); });
   EXPECT_EQ(sum.load(), 99 * 100 / 2);
+}
+
+
+int NiceOfThisThread() {
+  errno = 0;
+  int n = ::getpriority(PRIO_PROCESS, 0);  // Linux: 0 = the calling thread
+  EXPECT_EQ(errno, 0);
+  return n;
+}
+
+TEST(WorkerPool, ANicePoolRunsEveryItemOnItsOwnThreadsAtTheRaisedNice) {
+  const int caller_nice = NiceOfThisThread();
+  WorkerPool pool(2, 5);
+  std::mutex mu;
+  std::map<size_t, std::pair<std::thread::id, int>> seen;  // item -> (thread, its nice)
+  for (size_t n : {1u, 2u, 9u}) {
+    seen.clear();
+    pool.ParallelFor(
+        n, 0,
+        [&](size_t i) {
+          std::lock_guard<std::mutex> lock(mu);
+          seen[i] = {std::this_thread::get_id(), NiceOfThisThread()};
+        },
+        nullptr, /*caller_helps=*/false);
+    ASSERT_EQ(seen.size(), n) << "every item once, n=" << n;
+    for (const auto& [i, who] : seen) {
+      EXPECT_NE(who.first, std::this_thread::get_id()) << "item " << i << " ran on the caller, n=" << n;
+      EXPECT_EQ(who.second, std::min(19, caller_nice + 5)) << "item " << i << ", n=" << n;
+    }
+  }
+  EXPECT_EQ(NiceOfThisThread(), caller_nice);  // the caller's own priority never changes
+}
+
+TEST(WorkerPool, ACallerThatDoesNotHelpStillStopsWhenAsked) {
+  WorkerPool pool(2);
+  std::atomic<int> ran{0};
+  pool.ParallelFor(100, 0, [&](size_t) { ran.fetch_add(1); }, [] { return true; }, false);
+  EXPECT_EQ(ran.load(), 0);
+  pool.ParallelFor(100, 1, [&](size_t) { ran.fetch_add(1); }, [&] { return ran.load() >= 10; }, false);
+  EXPECT_EQ(ran.load(), 10);  // one thread: the stop is seen right after the 10th item
+}
+
+TEST(WorkerPool, ARouteSendsItsThreadsWorkToItsPoolOnlyWhileItsFlagIsSet) {
+  WorkerPool mine(1), inner(1);
+  std::atomic<bool> when{false}, inner_when{true};
+  bool helps = false;
+  EXPECT_EQ(&WorkerPool::ForThisThread(&helps), &WorkerPool::Shared());
+  EXPECT_TRUE(helps);
+  {
+    PoolRoute route(&mine, &when);
+    EXPECT_EQ(&WorkerPool::ForThisThread(&helps), &WorkerPool::Shared());  // flag not set
+    EXPECT_TRUE(helps);
+    when = true;
+    EXPECT_EQ(&WorkerPool::ForThisThread(&helps), &mine);
+    EXPECT_FALSE(helps);
+    std::thread other([&] {  // another thread has no route
+      bool h = false;
+      EXPECT_EQ(&WorkerPool::ForThisThread(&h), &WorkerPool::Shared());
+      EXPECT_TRUE(h);
+    });
+    other.join();
+    {
+      PoolRoute nested(&inner, &inner_when);
+      EXPECT_EQ(&WorkerPool::ForThisThread(&helps), &inner);
+    }
+    EXPECT_EQ(&WorkerPool::ForThisThread(&helps), &mine);
+    when = false;
+    EXPECT_EQ(&WorkerPool::ForThisThread(&helps), &WorkerPool::Shared());
+    EXPECT_TRUE(helps);
+    when = true;
+  }
+  EXPECT_EQ(&WorkerPool::ForThisThread(&helps), &WorkerPool::Shared());  // route gone
+  EXPECT_TRUE(helps);
 }
 
 }  // namespace
