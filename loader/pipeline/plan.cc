@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "hubload/reasons.h"
+#include "hubload/repo.h"
 #include "loader/pipeline/common.h"
 
 namespace hubload::pipeline_internal {
@@ -205,6 +207,18 @@ Status CheckRequest(const PretrainedRequest& req, bool local, PretrainedInfo* in
     return Status(Code::kInvalidArgument,
                   "max_shards_in_flight must be >= 1 (got " + std::to_string(req.max_shards_in_flight) + ")",
                   reason::kInvalidArgument);
+  if (!req.subfolder.empty()) {
+    // A folder inside the repo (or the local folder): the one path rule, so
+    // "../x" is refused here, not answered "no weights found" (trailing '/' allowed).
+    std::string_view sub = req.subfolder;
+    while (!sub.empty() && sub.back() == '/') sub.remove_suffix(1);
+    Status valid = ValidateRepoPath(sub);
+    if (!valid.ok()) {
+      ErrorContext ctx;
+      ctx.repo_id = req.repo_id;
+      return Status(Code::kInvalidArgument, "subfolder: " + valid.message(), valid.reason(), ctx);
+    }
+  }
   if (!local && req.source == PretrainedRequest::Source::kAuto) {
     Status valid = ValidateRepoId(req.repo_id);
     if (!valid.ok()) {

@@ -4,10 +4,12 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "hubload/dtype_policy.h"
@@ -99,8 +101,21 @@ class TorchSink : public ShardSink {
     return on_shard_end_ ? on_shard_end_(shard) : Status::Ok();
   }
   /// Every dtype widening or narrowing of the load, one warning per kind
-  /// (tensor names counted, the first few named).
+  /// (tensor names counted, the first few named), in checkpoint order
+  /// (info->tensors), whatever order the shards' headers arrived in.
   Status Finish(PretrainedInfo* info) override {
+    std::unordered_map<std::string, size_t> pos;
+    for (size_t i = 0; i < info->tensors.size(); ++i) pos.emplace(info->tensors[i].name, i);
+    auto at = [&](const std::string& name) {
+      auto it = pos.find(name);
+      return it == pos.end() ? pos.size() : it->second;
+    };
+    auto first = [&](const DtypeConversion& c) { return c.tensors.empty() ? pos.size() : at(c.tensors.front()); };
+    for (auto& c : conversions_)
+      std::stable_sort(c.tensors.begin(), c.tensors.end(),
+                       [&](const std::string& a, const std::string& b) { return at(a) < at(b); });
+    std::stable_sort(conversions_.begin(), conversions_.end(),
+                     [&](const DtypeConversion& a, const DtypeConversion& b) { return first(a) < first(b); });
     for (const auto& c : conversions_) info->warnings.push_back("dtype conversion: " + DescribeDtypeConversion(c));
     return Status::Ok();
   }

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "hubload/pipeline.h"
+#include "hubload/reasons.h"
 #include "hubload/torch_loader.h"
 #include "tests/pipeline/fixtures.h"
 #include "testing/status_matchers.h"
@@ -467,6 +468,20 @@ TEST(PipelineTest, BadRequestsFailClearly) {
 
   PretrainedRequest empty;
   EXPECT_EQ(LoadStateDict(client, empty).status().code(), Code::kInvalidArgument);
+
+  // A subfolder that leaves the repo is refused before any request, naming it
+  // and the rule (it was "no weights found in '../../'").
+  for (const std::string sub : {"../..", "unet/../..", "/abs", "a//b", ".git"}) {
+    PretrainedRequest bad = HubRequest("org/x");
+    bad.subfolder = sub;
+    auto b = LoadStateDict(client, bad);
+    ASSERT_FALSE(b.ok()) << sub;
+    EXPECT_EQ(b.status().code(), Code::kInvalidArgument) << b.status().ToString();
+    EXPECT_NE(b.status().message().find("subfolder"), std::string::npos) << b.status().ToString();
+    EXPECT_NE(b.status().message().find(sub), std::string::npos) << b.status().ToString();
+    EXPECT_EQ(b.status().reason(), std::string(sub == ".git" ? reason::kForbiddenFolder : reason::kUnsafePath))
+        << b.status().ToString();
+  }
 
   TempDir cache;
   ServedStore store;
