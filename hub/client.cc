@@ -367,9 +367,21 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
       if (!rc.CachedPointer(commit, p)) missing.push_back(p);
     return missing;
   };
+  // Every file from the cache: its bytes count as done, as the scheduler counts cached files.
   auto serve_cached = [&](const std::string& commit) {
+    std::vector<std::pair<std::string, uint64_t>> files;  // pointer, size
+    uint64_t total = 0, done = 0;
     for (auto& p : paths) {
-      if (cb.on_file_done) cb.on_file_done(p, *rc.CachedPointer(commit, p));
+      std::string ptr = *rc.CachedPointer(commit, p);
+      std::error_code ec;
+      const uint64_t n = fs::file_size(ptr, ec);
+      files.emplace_back(std::move(ptr), ec ? 0 : n);
+      total += files.back().second;
+    }
+    for (size_t i = 0; i < paths.size(); ++i) {
+      done += files[i].second;
+      if (cb.on_progress) cb.on_progress(done, total);
+      if (cb.on_file_done) cb.on_file_done(paths[i], files[i].first);
     }
   };
   if (im.opt.config.offline) {

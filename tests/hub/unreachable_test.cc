@@ -99,11 +99,17 @@ void ExpectServedFromCache(const std::string& endpoint) {
 
   log.Clear();
   std::vector<std::string> done;
+  std::vector<std::pair<uint64_t, uint64_t>> progress;
   hubload::DownloadCallbacks cb;
   cb.on_file_done = [&](const std::string& path, const std::string&) { done.push_back(path); };
+  cb.on_progress = [&](uint64_t d, uint64_t t) { progress.emplace_back(d, t); };
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"model.safetensors", "config.json"}, cb);
   ASSERT_OK(st);
   EXPECT_EQ(done, (std::vector<std::string>{"model.safetensors", "config.json"}));
+  // The cached files' bytes count as done (a progress bar ended at "0 B" of them).
+  const uint64_t total = kFiles.at("model.safetensors").size() + kFiles.at("config.json").size();
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back(), (std::pair<uint64_t, uint64_t>{total, total}));
   EXPECT_EQ(log.Count(r.commit), 1);
 
   log.Clear();
