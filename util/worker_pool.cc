@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <cerrno>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
