@@ -368,14 +368,17 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
     return missing;
   };
   // Every file from the cache: its bytes count as done, as the scheduler counts cached files.
-  auto serve_cached = [&](const std::string& commit) {
+  auto serve_cached = [&](const std::string& commit) -> Status {
     std::vector<std::pair<std::string, uint64_t>> files;  // pointer, size
     uint64_t total = 0, done = 0;
     for (auto& p : paths) {
-      std::string ptr = *rc.CachedPointer(commit, p);
+      auto ptr = rc.CachedPointer(commit, p);
+      if (!ptr)  // removed since all_cached looked (another process pruning the cache)
+        return Status(Code::kNotFound, "'" + p + "' left the cache of " + repo_id + " while it was being read",
+                      reason::kNotFound, im.Ctx(repo_id, revision, p));
       std::error_code ec;
-      const uint64_t n = fs::file_size(ptr, ec);
-      files.emplace_back(std::move(ptr), ec ? 0 : n);
+      const uint64_t n = fs::file_size(*ptr, ec);
+      files.emplace_back(std::move(*ptr), ec ? 0 : n);
       total += files.back().second;
     }
     for (size_t i = 0; i < paths.size(); ++i) {
@@ -383,6 +386,7 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
       if (cb.on_progress) cb.on_progress(done, total);
       if (cb.on_file_done) cb.on_file_done(paths[i], files[i].first);
     }
+    return Status::Ok();
   };
   if (im.opt.config.offline) {
     if (!local_commit) return im.RefMiss(rc, revision, "ref");
@@ -392,8 +396,7 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
       for (auto& m : missing) list += (list.empty() ? "" : ", ") + m;
       return im.OfflineMiss(rc, revision, list);
     }
-    serve_cached(*local_commit);
-    return Status::Ok();
+    return serve_cached(*local_commit);
   }
   std::string commit;
   bool resolved = false;
@@ -405,8 +408,7 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
     if (!c.ok()) return c.status();
     if (!why.ok()) {
       spdlog::warn("{}", Impl::UnreachableWarning(rc, revision, *c, why));
-      serve_cached(*c);
-      return Status::Ok();
+      return serve_cached(*c);
     }
     commit = *c;
     resolved = true;

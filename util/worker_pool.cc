@@ -77,6 +77,9 @@ struct ForState {
 void WorkerPool::ParallelFor(size_t n, size_t max_threads, const std::function<void(size_t)>& fn,
                              const std::function<bool()>& stop, bool caller_helps) {
   if (n == 0) return;
+  // Called from one of this pool's own threads, a caller that only waited
+  // could hold the last thread the items need: it helps.
+  if (pool_->get_executor().running_in_this_thread()) caller_helps = true;
   size_t helpers = max_threads == 0 ? size() : std::min(size(), max_threads - (caller_helps ? 1 : 0));
   helpers = caller_helps ? std::min(helpers, n - 1) : std::clamp<size_t>(helpers, 1, n);
   if (helpers == 0) {

@@ -27,8 +27,9 @@ namespace hubload::util {
 
 class WorkerPool {
  public:
-  /// Starts `threads` worker threads (at least 1). `nice_increment` > 0:
-  /// each thread raises its own nice value by that much (Linux
+  /// Starts `threads` worker threads (at least 1); throws std::system_error
+  /// when the system refuses a thread. `nice_increment` > 0: each thread
+  /// raises its own nice value (that of the thread that made the pool) by that much (Linux
   /// setpriority(2) on the thread, at most 19) before its first task, so
   /// the pool's work yields the CPU to the process's other threads; best
   /// effort (a refusal leaves the thread as it is). A thread never lowers
@@ -52,7 +53,8 @@ class WorkerPool {
   /// already started finish. `fn` must not throw; it may be called
   /// concurrently from several threads. `caller_helps` false: the calling
   /// thread only waits; up to `max_threads` pool threads (0 = every one)
-  /// run the items, one of them even for n == 1.
+  /// run the items, one of them even for n == 1 (ignored when the caller is
+  /// one of this pool's threads: it helps, so nesting cannot deadlock).
   void ParallelFor(size_t n, size_t max_threads, const std::function<void(size_t)>& fn,
                    const std::function<bool()>& stop = nullptr, bool caller_helps = true);
 

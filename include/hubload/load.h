@@ -55,8 +55,10 @@ struct LoadOptions {
   /// hubload/torch_loader.h LoadTensor): 0 = the calling thread plus every
   /// thread of the shared worker pool (one per core); n >= 1 = at most n (the
   /// calling thread counts as one; 1 = the calling thread alone), e.g. to
-  /// leave cores to other work. Not in huggingface_hub / transformers
-  /// (torch.set_num_threads is the nearest).
+  /// leave cores to other work (while a pipeline load downloads, see
+  /// PretrainedRequest::yield_cpu_to_downloads: at most n threads of the
+  /// load's own, the calling thread waiting). Not in huggingface_hub /
+  /// transformers (torch.set_num_threads is the nearest).
   size_t conversion_threads = 0;
 };
 
@@ -133,13 +135,14 @@ struct PretrainedRequest {
   /// the overlap benchmark).
   bool overlap = true;
   /// true (default): while this load's downloads are in flight (for
-  /// distributed ranks: while their node's leader writes a shard), dtype
-  /// conversions run on threads of the load's own (half the cores, at least
+  /// distributed ranks: while their node's leader writes a shard), the
+  /// conversions and copies of tensors of 1 MiB or more (LoadOptions::dtype,
+  /// force_copy) run on threads of the load's own (half the cores, at least
   /// 1, at most load.conversion_threads when set) whose nice value is raised
   /// by 10, the loader thread only waiting, so the download threads get the
-  /// CPU when they need it; once every download ended, and for loads with
-  /// nothing to download, conversions run as load.conversion_threads says.
-  /// Only the CPU share changes, never the bytes. false: every conversion as
+  /// CPU when they need it; once every file is downloaded and verified, and
+  /// for loads with nothing to download, they run as load.conversion_threads
+  /// says. Only the CPU share changes, never the bytes. false: always as
   /// load.conversion_threads says. Not in huggingface_hub or transformers
   /// (measured: bench/README.md "Conversions yield the CPU to downloads").
   bool yield_cpu_to_downloads = true;

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -367,10 +368,15 @@ Status RunDriver(ShardSource& source, const FetchPlan& plan, const PretrainedReq
   std::optional<util::WorkerPool> low_priority;
   std::optional<util::PoolRoute> route;
   if (req.overlap && req.yield_cpu_to_downloads && !plan.local) {
-    size_t threads = std::max<size_t>(1, std::thread::hardware_concurrency() / 2);
+    // Half the cores, at most the shared pool's size (or conversion_threads).
+    size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency() / 2, 1, util::WorkerPool::Shared().size());
     if (req.load.conversion_threads > 0) threads = std::min(threads, req.load.conversion_threads);
-    low_priority.emplace(threads, kYieldingNice);
-    route.emplace(&*low_priority, state.downloading());
+    try {
+      low_priority.emplace(threads, kYieldingNice);
+      route.emplace(&*low_priority, state.downloading());
+    } catch (const std::exception& e) {  // no thread to spare: conversions as without the option
+      spdlog::debug("no low-priority conversion threads: {}", e.what());
+    }
   }
   {
     Driver driver(state, plan, req, sink, info, t0);

@@ -209,10 +209,12 @@ Status CheckRequest(const PretrainedRequest& req, bool local, PretrainedInfo* in
                   reason::kInvalidArgument);
   if (!req.subfolder.empty()) {
     // A folder inside the repo (or the local folder): the one path rule, so
-    // "../x" is refused here, not answered "no weights found" (trailing '/' allowed).
+    // "../x" is refused here, not answered "no weights found". Leading and
+    // trailing '/' are allowed, as ResolveWeights strips them.
     std::string_view sub = req.subfolder;
+    while (!sub.empty() && sub.front() == '/') sub.remove_prefix(1);
     while (!sub.empty() && sub.back() == '/') sub.remove_suffix(1);
-    Status valid = ValidateRepoPath(sub);
+    Status valid = sub.empty() ? Status::Ok() : ValidateRepoPath(sub);
     if (!valid.ok()) {
       ErrorContext ctx;
       ctx.repo_id = req.repo_id;

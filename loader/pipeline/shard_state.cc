@@ -86,6 +86,9 @@ void ShardState::Done(const std::string& file, const std::string& local_path) {
     s.fds.push_back(fd);
     s.available = static_cast<uint64_t>(st.st_size);
     s.verified = true;
+    // Every file verified: nothing lands any more (the source may still wait below).
+    if (std::all_of(slots_.begin(), slots_.end(), [](const Slot& x) { return x.verified; }))
+      downloading_.store(false, std::memory_order_relaxed);
     cv_.notify_all();
     // Backpressure: a later shard waits while enough verified shards wait for
     // the driver; the shard the driver needs next never waits.

@@ -55,7 +55,7 @@ class ShardState : public ShardEvents {
   void ShardLoaded(const std::string& file);
   const std::atomic<bool>* cancel_flag() const override;
   /// True from the first Bytes() of a file not yet verified (a download in
-  /// flight) until the source finishes.
+  /// flight) until every file is verified or the source finishes.
   const std::atomic<bool>* downloading() const { return &downloading_; }
 
   // ---- driver side ----

@@ -368,10 +368,13 @@ Status ConvertChunked(const Source& src, Dtype from, Dtype to, uint64_t n, uint8
     }
     if (src.bytes && src.release_pages) ReleaseMapped(in, m * in_size);
   };
-  bool caller_helps = true;
-  util::WorkerPool& pool = util::WorkerPool::ForThisThread(&caller_helps);
-  pool.ParallelFor(static_cast<size_t>(chunks), caller_helps && chunks < 2 ? 1 : max_threads, run, nullptr,
-                   caller_helps);
+  if (chunks < 2) {  // not worth a hand-over, routed or not
+    run(0);
+  } else {
+    bool caller_helps = true;
+    util::WorkerPool& pool = util::WorkerPool::ForThisThread(&caller_helps);
+    pool.ParallelFor(static_cast<size_t>(chunks), max_threads, run, nullptr, caller_helps);
+  }
   if (!first_error.ok()) return first_error;
   if (bad_element != UINT64_MAX)
     return TensorError(Code::kUnsupported, reason::kUnsupportedDtype, file, tensor,

@@ -87,8 +87,9 @@ inline constexpr uint64_t kChunkBytes = 1ull << 20;
 /// the calling thread); `max_threads` >= 1 bounds the threads (the caller
 /// counts as one), 0 = the caller and every pool thread. While a
 /// util::PoolRoute of the calling thread is active (the pipeline's loader
-/// while downloads are in flight) the chunks go to the route's pool instead,
-/// at most `max_threads` of its threads, and the caller only waits.
+/// while downloads are in flight) the chunks of sources of two chunks or more
+/// go to the route's pool instead, at most `max_threads` of its threads, and
+/// the caller only waits.
 /// REQUIRES: CanConvert(from, to).
 /// `file` and `tensor` name the source in errors.
 /// Errors: kIOError (pread failed, util::IoError), kInvalidFormat (reason

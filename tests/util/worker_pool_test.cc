@@ -116,6 +116,18 @@ TEST(WorkerPool, ACallerThatDoesNotHelpStillStopsWhenAsked) {
   EXPECT_EQ(ran.load(), 10);  // one thread: the stop is seen right after the 10th item
 }
 
+// A caller that does not help, nested on the pool's only thread, would wait
+// for a thread that is itself: it helps instead, and everything runs once.
+TEST(WorkerPool, ANestedCallerThatDoesNotHelpOnThePoolsOwnThreadFinishes) {
+  WorkerPool pool(1);
+  std::atomic<int> total{0};
+  pool.ParallelFor(
+      2, 0,
+      [&](size_t) { pool.ParallelFor(3, 0, [&](size_t) { total.fetch_add(1); }, nullptr, /*caller_helps=*/false); },
+      nullptr, /*caller_helps=*/false);
+  EXPECT_EQ(total.load(), 2 * 3);
+}
+
 TEST(WorkerPool, ARouteSendsItsThreadsWorkToItsPoolOnlyWhileItsFlagIsSet) {
   WorkerPool mine(1), inner(1);
   std::atomic<bool> when{false}, inner_when{true};
