@@ -850,6 +850,26 @@ TEST(DistEnv, SlurmAndKubernetesFallbacks) {
   }
 }
 
+// A subfolder that leaves the repo is refused as on every other path, before
+// any rendezvous (it was "no weights found" after the job had started).
+TEST(DistributedLoad, ASubfolderThatLeavesTheRepoIsRefusedBeforeTheJobStarts) {
+  hubload::testing::TempDir cache;
+  hubload::ClientOptions o;
+  o.config.endpoint = "http://127.0.0.1:9";
+  o.config.cache_dir = cache.str();
+  hubload::HubClient client(o);
+  hubload::distributed::LoadRequest req;
+  req.repo_id = "org/x";
+  req.resolve.subfolder = "../..";
+  hubload::distributed::DistOptions opt;
+  opt.timeout_s = 2;
+  auto r = hubload::distributed::Load(client, req, opt, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), hubload::Code::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("subfolder"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("../.."), std::string::npos) << r.status().ToString();
+}
+
 TEST(DistEnv, BadEnvironmentIsNamed) {
   {
     EnvGuard g({{"MASTER_PORT", "29500"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}});
