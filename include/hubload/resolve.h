@@ -66,6 +66,13 @@ struct ResolvedWeights {
   std::vector<std::string> warnings;
 };
 
+/// `subfolder` without its leading and trailing '/' ("/unet/" -> "unet"; "" and
+/// "/" -> ""), as ResolveWeights reads ResolveOptions::subfolder. Nothing else
+/// is checked or changed (ValidateRepoPath judges the result). No errors; pure
+/// and thread-safe. Source: diffusers / transformers join the subfolder with
+/// os.path.join, where a trailing '/' is harmless.
+std::string NormaliseSubfolder(std::string_view subfolder);
+
 /// Picks the weights of one model from `repo_files`: every file path in the
 /// repo or local folder, relative to its root, '/'-separated (order irrelevant).
 ///

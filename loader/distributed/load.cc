@@ -150,10 +150,8 @@ Result<LoadResult> Load(const HubClient& client, const LoadRequest& request, con
   HUBLOAD_RETURN_IF_ERROR(CheckClient(client));
   HUBLOAD_RETURN_IF_ERROR(ValidateRepoId(request.repo_id));
   const PretrainedRequest preq_load = PretrainedOf(request);
-  {  // the checks of every other path (subfolder, ...), before the job starts
-    PretrainedInfo checked;
-    HUBLOAD_RETURN_IF_ERROR(pipeline_internal::CheckRequest(preq_load, /*local=*/false, &checked));
-  }
+  // The checks of every other path (subfolder, ...), before the job starts.
+  HUBLOAD_RETURN_IF_ERROR(pipeline_internal::CheckRequest(preq_load, /*local=*/false));
 
   Job job(options);
   HUBLOAD_RETURN_IF_ERROR(job.Start());

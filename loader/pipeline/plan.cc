@@ -201,6 +201,10 @@ ResolveOptions ToResolveOptions(const PretrainedRequest& req) {
 Status CheckRequest(const PretrainedRequest& req, bool local, PretrainedInfo* info) {
   info->repo_id = req.repo_id;
   info->revision = local ? "" : req.revision;
+  return CheckRequest(req, local);
+}
+
+Status CheckRequest(const PretrainedRequest& req, bool local) {
   if (req.repo_id.empty())
     return Status(Code::kInvalidArgument, "empty repo_id (a Hub repo id or a local path)", reason::kEmptyRepoId);
   if (req.max_shards_in_flight < 1)
@@ -211,9 +215,7 @@ Status CheckRequest(const PretrainedRequest& req, bool local, PretrainedInfo* in
     // A folder inside the repo (or the local folder): the one path rule, so
     // "../x" is refused here, not answered "no weights found". Leading and
     // trailing '/' are allowed, as ResolveWeights strips them.
-    std::string_view sub = req.subfolder;
-    while (!sub.empty() && sub.front() == '/') sub.remove_prefix(1);
-    while (!sub.empty() && sub.back() == '/') sub.remove_suffix(1);
+    const std::string sub = NormaliseSubfolder(req.subfolder);
     Status valid = sub.empty() ? Status::Ok() : ValidateRepoPath(sub);
     if (!valid.ok()) {
       ErrorContext ctx;

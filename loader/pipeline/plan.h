@@ -54,6 +54,9 @@ ResolveOptions ToResolveOptions(const PretrainedRequest& req);
 /// repo id when not local, max_shards_in_flight >= 1) and fills
 /// info->repo_id / revision.
 Status CheckRequest(const PretrainedRequest& req, bool local, PretrainedInfo* info);
+/// The same checks without filling an info (for callers that only validate,
+/// such as the distributed Load before its job starts).
+Status CheckRequest(const PretrainedRequest& req, bool local);
 
 /// Lists the repo (or folder), resolves the weights, reads the index and
 /// checks its shards against the listing. Fills `info` (source, commit, root,

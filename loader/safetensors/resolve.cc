@@ -15,12 +15,6 @@
 namespace hubload {
 namespace {
 
-std::string NormaliseSubfolder(std::string s) {
-  while (!s.empty() && s.front() == '/') s.erase(s.begin());
-  while (!s.empty() && s.back() == '/') s.pop_back();
-  return s;
-}
-
 std::string Join(const std::string& folder, const std::string& name) {
   return folder.empty() ? name : folder + "/" + name;
 }
@@ -144,6 +138,12 @@ std::optional<ResolvedWeights> TryResolve(const std::unordered_set<std::string>&
 }
 
 }  // namespace
+
+std::string NormaliseSubfolder(std::string_view subfolder) {
+  while (!subfolder.empty() && subfolder.front() == '/') subfolder.remove_prefix(1);
+  while (!subfolder.empty() && subfolder.back() == '/') subfolder.remove_suffix(1);
+  return std::string(subfolder);
+}
 
 std::string AddVariant(const std::string& name, const std::string& variant) {
   if (variant.empty()) return name;

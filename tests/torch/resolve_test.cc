@@ -27,6 +27,15 @@ TEST(AddVariant, SplitsAtLastDot) {
   EXPECT_EQ(AddVariant("model.safetensors", ""), "model.safetensors");
 }
 
+TEST(NormaliseSubfolder, StripsOnlyLeadingAndTrailingSlashes) {
+  EXPECT_EQ(NormaliseSubfolder("/unet/"), "unet");
+  EXPECT_EQ(NormaliseSubfolder("//a/b//"), "a/b");
+  EXPECT_EQ(NormaliseSubfolder("a//b"), "a//b");  // inner slashes are ValidateRepoPath's to judge
+  EXPECT_EQ(NormaliseSubfolder("../x/"), "../x");
+  EXPECT_EQ(NormaliseSubfolder("/"), "");
+  EXPECT_EQ(NormaliseSubfolder(""), "");
+}
+
 TEST(ResolveWeights, DiffusersIndexWinsOverSingleFile) {
   std::vector<std::string> files = {"unet/config.json", "unet/diffusion_pytorch_model.safetensors",
                                     "unet/diffusion_pytorch_model.safetensors.index.json",
