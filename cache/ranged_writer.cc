@@ -260,10 +260,17 @@ Result<std::unique_ptr<RangedBlobWriter>> RangedBlobWriter::OpenPaths(std::strin
 }
 
 RangedBlobWriter::~RangedBlobWriter() {
-  // Keep what was received: the journal makes it resumable.
-  if (impl_ && impl_->fd >= 0)
-    for (size_t k = 0; k < impl_->n; ++k) (void)impl_->Flush(k, partial_path_);
-  if (impl_) impl_->StopHasher();
+  if (!impl_) return;
+  impl_->StopHasher();
+  if (impl_->fd < 0) return;  // committed or discarded
+  // Keep what was received: the journal makes it resumable. A partial that
+  // holds no byte (a file prepared but never started) is only a sparse file
+  // with a journal of zeros: removed, so no stray partial is left behind.
+  if (bytes_received() == 0) {
+    Discard();
+    return;
+  }
+  for (size_t k = 0; k < impl_->n; ++k) (void)impl_->Flush(k, partial_path_);
 }
 
 size_t RangedBlobWriter::num_chunks() const { return impl_->n; }

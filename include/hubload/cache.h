@@ -312,6 +312,9 @@ class RangedBlobWriter {
   /// Same with explicit paths (local_dir mode); `label` names the file in messages.
   static Result<std::unique_ptr<RangedBlobWriter>> OpenPaths(std::string partial_path, std::string final_path,
                                                              std::string label, Options options);
+  /// Without Commit/Discard: flushes what was received and keeps the partial
+  /// with its journal (resumable), except a partial holding no byte at all
+  /// (opened, never written, nothing resumed), which is removed.
   ~RangedBlobWriter();
 
   size_t num_chunks() const;

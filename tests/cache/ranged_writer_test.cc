@@ -153,6 +153,30 @@ TEST(RangedBlobWriter, JournalOfAnotherChunkSizeOrNoResumeStartsFromZero) {
   EXPECT_EQ((*w)->bytes_received(), 0u);
 }
 
+// Closed without Commit: a partial holding bytes stays (resumable, its size
+// = blob + journal), one that never got a byte is removed.
+TEST(RangedBlobWriter, ClosingKeepsAPartialWithBytesAndRemovesAnEmptyOne) {
+  TempDir tmp;
+  const std::string data = PatternBytes(4 * kMiB, 6);
+  const std::string partial = tmp.str() + "/e.ranges.incomplete", fin = tmp.str() + "/e";
+  auto open = [&] { return RangedBlobWriter::OpenPaths(partial, fin, "e", Opt(data, 2 * kMiB)); };
+  auto empty = open();
+  ASSERT_OK(empty);
+  EXPECT_TRUE(fs::exists(partial));
+  empty->reset();  // closed without a byte
+  EXPECT_FALSE(fs::exists(partial));
+  auto some = open();
+  ASSERT_OK(some);
+  Feed(**some, data, 1, 0, 5);  // 5 bytes of the second chunk
+  some->reset();
+  ASSERT_TRUE(fs::exists(partial));
+  EXPECT_GT(fs::file_size(partial), data.size());  // the blob's length plus the journal
+  auto again = open();
+  ASSERT_OK(again);
+  EXPECT_EQ((*again)->chunk_received(1), 5u);
+  EXPECT_FALSE(fs::exists(fin));
+}
+
 TEST(RangedBlobWriter, WrongBytesAreRejectedAndTheBlobNeverAppears) {
   TempDir tmp;
   std::string data = PatternBytes(3 * kMiB, 5);

@@ -179,6 +179,35 @@ TEST(Ranges, CancelledDownloadResumesFromTheJournalOnTheNextRun) {
   EXPECT_FALSE(fs::exists(partial));
 }
 
+// A download that fails before later files got a byte leaves no empty
+// (sparse, journal of zeros) ranged partial of theirs behind: `cache ls`
+// would report them as stray partials and `download --dry-run` as partial.
+// The file sizes and etags come from the test's own data.
+TEST(Ranges, AFailedDownloadLeavesNoPartialOfFilesThatGotNoByte) {
+  Fixture f(12 * kMiB, 11);
+  ASSERT_TRUE(f.hub);
+  const std::string b = PatternBytes(12 * kMiB, 12), c = PatternBytes(12 * kMiB, 13);
+  hubload::server::CreateRepoOptions ro;
+  ro.lfs_threshold_bytes = 1024;
+  ASSERT_FALSE(f.hub->AddRepo("org/three", {{"a.safetensors", f.data}, {"b.safetensors", b}, {"c.safetensors", c}}, ro)
+                   .empty());
+  // Every answer waits 100 ms, so b and c are prepared (their partials
+  // created) while a's first range is on its way; a's bytes are refused.
+  f.hub->faults().SetLatencyMs(100);
+  f.hub->faults().SetStatusForNext(f.etag, 404, 100);
+  TempDir cache;
+  hubload::HubClient client(Ranged(*f.hub, cache.str()));
+  auto st = client.DownloadFiles("org/three", "main", hubload::RepoType::kModel,
+                                 {"a.safetensors", "b.safetensors", "c.safetensors"}, {});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("a.safetensors"), std::string::npos) << st.ToString();
+  const std::string blobs = cache.str() + "/models--org--three/blobs";
+  for (const std::string& etag : {f.etag, Sha(b), Sha(c)}) {
+    EXPECT_FALSE(fs::exists(blobs + "/" + etag + ".ranges.incomplete")) << etag;
+    EXPECT_FALSE(fs::exists(blobs + "/" + etag)) << etag;
+  }
+}
+
 // A ranged partial whose journal holds every chunk (a run killed between its
 // last byte and the rename) is verified and renamed without a GET of the
 // file; one whose bytes do not hash to the etag is fetched again as one
