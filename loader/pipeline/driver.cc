@@ -173,16 +173,20 @@ class Driver {
 
  private:
   // The index over shard `file`'s tensors (ApplyIndexToShard); lenient, the
-  // tensors it does not map here are named in one warning.
+  // tensors it does not map here are returned for WarnSkipped.
   template <typename T>
-  Status ApplyIndex(const std::string& file, std::vector<T>* tensors) {
-    HUBLOAD_ASSIGN_OR_RETURN(std::vector<std::string> skipped,
-                             ApplyIndexToShard(plan_.index, file, req_.lenient_index, tensors));
+  Result<std::vector<std::string>> ApplyIndex(const std::string& file, std::vector<T>* tensors) {
+    if (!plan_.sharded) return std::vector<std::string>{};
+    return ApplyIndexToShard(plan_.index, file, req_.lenient_index, tensors);
+  }
+  // One warning naming the tensors of `file` the lenient index skipped; called
+  // once per shard, for the header that is loaded (not a provisional one that
+  // turned out to differ).
+  void WarnSkipped(const std::string& file, const std::vector<std::string>& skipped) {
     if (!skipped.empty())
       info_->warnings.push_back(file + ": " + std::to_string(skipped.size()) +
                                 " tensor(s) the index does not map to this shard are not loaded (the index is the "
                                 "authority: lenient index): " + util::JoinCut(skipped));
-    return Status::Ok();
   }
 
   // The shard's header with the index applied and checked against the plan;
@@ -207,13 +211,14 @@ class Driver {
     std::vector<uint8_t> head(need);
     HUBLOAD_RETURN_IF_ERROR(PreadAll(fd, 0, head.data(), need, label));
     HUBLOAD_ASSIGN_OR_RETURN(safetensors::Header h, safetensors::ParseHeader(head.data(), head.size(), size, label));
-    if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(ApplyIndex(shard.file, &h.tensors));
+    HUBLOAD_ASSIGN_OR_RETURN(std::vector<std::string> skipped, ApplyIndex(shard.file, &h.tensors));
     if (shard.header && !SameHeader(*shard.header, h))
       return Status(Code::kInvalidFormat,
                     "the header of '" + shard.file + "' differs from the one read before downloading (" +
                         std::to_string(shard.header->tensors.size()) + " tensors planned, " +
                         std::to_string(h.tensors.size()) + " in the file); the file changed during the load",
                     reason::kHeaderChanged);
+    WarnSkipped(shard.file, skipped);
     return std::optional<safetensors::Header>(std::move(h));
   }
 
@@ -232,7 +237,8 @@ class Driver {
       }
       // The description only (the zip directory and data.pkl); nothing is executed.
       HUBLOAD_ASSIGN_OR_RETURN(sd.checkpoint_, pickle::ReadCheckpointFd(fd, avail, shard.file));
-      if (plan_.sharded) HUBLOAD_RETURN_IF_ERROR(ApplyIndex(shard.file, &sd.checkpoint_.tensors));
+      HUBLOAD_ASSIGN_OR_RETURN(std::vector<std::string> skipped, ApplyIndex(shard.file, &sd.checkpoint_.tensors));
+      WarnSkipped(shard.file, skipped);
       for (const auto& t : sd.checkpoint_.tensors) {
         TensorRecord r;
         r.name = t.name;

@@ -846,6 +846,63 @@ TEST(Streaming, ACorruptKeptPartialIsFetchedAgainNotAFormatError) {
   }
 }
 
+// The lenient index's warning names each shard once, also when a ranged
+// partial kept from an earlier run holds a header that parses but differs
+// from the one planned before downloading (device path: that provisional
+// header is set aside, the partial fails its sha256 check, and the verified
+// file's header is read again). Before, the set-aside header had already
+// added the warning, so the shard was named twice.
+TEST(Streaming, ALenientIndexWarnsOncePerShardWhenAKeptPartialsHeaderDiffers) {
+  TempDir src;
+  const std::string s1 = "model-00001-of-00002.safetensors", s2 = "model-00002-of-00002.safetensors";
+  std::vector<RawTensor> t1;
+  for (int i = 0; i < 3; ++i) t1.push_back(MakeTensor("w" + std::to_string(i), "F32", {256, 1024}, 60 + i));
+  t1.push_back(MakeTensor("old.weight", "F32", {2}, 64));  // in s1, not in the index
+  const RawTensor head = MakeTensor("lm_head.weight", "F32", {4}, 65);
+  const std::string good = SafetensorsBytes(t1);  // 3 MiB: ranged with SmallRangesClient
+  WriteText(src.path() / s1, good);
+  WriteText(src.path() / s2, SafetensorsBytes({head}));
+  WriteIndex(src.path(), {{"w0", s1}, {"w1", s1}, {"w2", s1}, {"lm_head.weight", s2}}, nlohmann::json::object());
+  ServedStore store;
+  ASSERT_OK(store);
+  store.AddRepo("org/lenient-kept", src.path());
+  const std::string etag = hubload::testing::Sha256Hex(good.data(), good.size());
+  TempDir cache;
+  {  // A kept partial of s1, every chunk journaled, one dtype changed (F32 -> I32: same size, still parses).
+    std::string bad = good;
+    const size_t at = bad.find("\"F32\"");
+    ASSERT_NE(at, std::string::npos);
+    bad[at + 1] = 'I';
+    RepoCache repo(cache.str(), "org/lenient-kept", RepoType::kModel);
+    RangedBlobWriter::Options o;
+    o.size = bad.size();
+    o.chunk_bytes = 1 << 20;
+    auto w = RangedBlobWriter::Open(repo, etag, o);
+    ASSERT_OK(w);
+    for (size_t k = 0; k < (*w)->num_chunks(); ++k)
+      ASSERT_OK((*w)->Append(k, bad.data() + (*w)->chunk_begin(k), (*w)->chunk_end(k) - (*w)->chunk_begin(k)));
+  }
+  HubClient client = SmallRangesClient(store.url(), cache.str(), 2);
+  PretrainedRequest req;
+  req.repo_id = "org/lenient-kept";
+  req.lenient_index = true;
+  req.digests = true;
+  auto r = FetchAndLoadToDevice(client, req, OneFakeGpu());
+  ASSERT_OK(r);
+  std::map<std::string, std::string> sha;
+  for (const auto& t : r->info.tensors) sha[t.name] = t.sha256;
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 3; ++i) want[t1[i].name] = hubload::testing::Sha256Hex(t1[i].bytes.data(), t1[i].bytes.size());
+  want[head.name] = hubload::testing::Sha256Hex(head.bytes.data(), head.bytes.size());
+  EXPECT_EQ(sha, want);
+  std::vector<std::string> skipped;
+  for (const auto& w : r->info.warnings)
+    if (w.find("the index does not map to this shard") != std::string::npos) skipped.push_back(w);
+  ASSERT_EQ(skipped.size(), 1u) << ::testing::PrintToString(r->info.warnings);
+  EXPECT_NE(skipped[0].find(s1), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("old.weight"), std::string::npos) << skipped[0];
+}
+
 // A shard whose ranges arrive but whose sha256 is wrong is downloaded again on
 // one connection into a new partial file while the loader is still handing
 // over tensors it checked in the first one (a slow on_tensor keeps it behind).
