@@ -14,8 +14,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A file found in the cache (or local folder); `size` < 0 = not known from
+// metadata: the file's own size, so its bytes count as done in the progress.
 PreparedFile Cached(std::string local, int64_t size) {
   PreparedFile p;
+  if (size < 0) {
+    std::error_code ec;
+    const auto n = fs::file_size(local, ec);
+    if (!ec) size = static_cast<int64_t>(n);
+  }
   p.local_path = std::move(local);
   if (size > 0) {
     p.cached_bytes = static_cast<uint64_t>(size);

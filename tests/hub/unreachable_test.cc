@@ -127,6 +127,19 @@ void ExpectServedFromCache(const std::string& endpoint) {
   EXPECT_EQ(pinned->files.size(), 2u);
   EXPECT_EQ(pinned->warnings.size(), 1u);
 
+  // The pipeline downloads at the listed commit: every file from the cache,
+  // no request, and the cached bytes count as done (`hubload load` with the
+  // Hub unreachable ended its bar at "0% 0 B / 12.8 MiB shards 6/6").
+  log.Clear();
+  done.clear();
+  progress.clear();
+  ASSERT_OK(client.DownloadFiles("org/m", r.commit, hubload::RepoType::kModel, {"model.safetensors", "config.json"},
+                                 cb));
+  EXPECT_EQ(done, (std::vector<std::string>{"model.safetensors", "config.json"}));
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back(), (std::pair<uint64_t, uint64_t>{total, total}));
+  EXPECT_EQ(log.Count(r.commit), 0) << "no request, nothing to warn about";
+
   EXPECT_TRUE(sleeps.empty()) << "no retry round when the cache can answer (" << sleeps.size() << " sleeps)";
 }
 
