@@ -85,6 +85,7 @@ class BytesAnnouncer {
   std::string path_;
   mutable std::mutex mu_;
   int ro_fd_ = -1;
+  std::string ro_path_;  // the path ro_fd_ was opened by ("" = through /proc/self/fd)
   dev_t dev_ = 0;
   ino_t ino_ = 0;
   uint64_t generation_ = 0;

@@ -42,12 +42,16 @@ void BytesAnnouncer::Update(int writer_fd, const std::string& partial_path, uint
     // A new partial file: a new generation with its own read-only descriptor.
     if (ro_fd_ >= 0) ::close(ro_fd_);
     ro_fd_ = ::open(partial_path.c_str(), O_RDONLY | O_CLOEXEC);
+    ro_path_ = partial_path;
     struct stat rs;
     if (ro_fd_ >= 0 && (::fstat(ro_fd_, &rs) != 0 || rs.st_ino != st.st_ino || rs.st_dev != st.st_dev)) {
       ::close(ro_fd_);
       ro_fd_ = -1;
     }
-    if (ro_fd_ < 0) ro_fd_ = ::open(("/proc/self/fd/" + std::to_string(writer_fd)).c_str(), O_RDONLY | O_CLOEXEC);
+    if (ro_fd_ < 0) {
+      ro_fd_ = ::open(("/proc/self/fd/" + std::to_string(writer_fd)).c_str(), O_RDONLY | O_CLOEXEC);
+      ro_path_.clear();
+    }
     if (ro_fd_ < 0) return;
     dev_ = st.st_dev;
     ino_ = st.st_ino;
@@ -63,6 +67,7 @@ void BytesAnnouncer::Update(int writer_fd, const std::string& partial_path, uint
   fb.generation = generation_;
   fb.contiguous_bytes = contiguous;
   fb.size = size >= 0 ? static_cast<uint64_t>(size) : contiguous;
+  fb.partial_path = ro_path_;
   last_ = contiguous;
   any_ = true;
   cb_->on_file_bytes(fb);

@@ -133,6 +133,12 @@ struct FileBytes {
   uint64_t generation = 0;        // 1, then +1 whenever this file's download restarts in a NEW partial file
   uint64_t contiguous_bytes = 0;  // bytes [0, contiguous_bytes) are written and never rewritten in this file
   uint64_t size = 0;              // final size of the file
+  /// Path of the partial file behind `fd` (in blobs/ or the local_dir's
+  /// .cache/huggingface/download/) when it was opened by that path; "" when
+  /// only the descriptor could be reopened. Only meaningful during the call:
+  /// the file is renamed into place or removed afterwards (compare st_dev /
+  /// st_ino with fstat(fd) before trusting it later).
+  std::string partial_path;
 };
 
 struct DownloadCallbacks {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -162,15 +163,14 @@ class Transfer {
   // partial file behind `fd` holds file i (records.h PartialFileRecord), so
   // that they load its tensors as they land. Best effort: a rank that misses
   // it loads the file once it is marked done.
-  void PublishPartial(size_t i, int fd, uint64_t bytes) {
+  // `partial_path`: the path `fd` was opened by (FileBytes::partial_path, the
+  // broadcast writer's partial); "" = unknown, nothing is published.
+  void PublishPartial(size_t i, int fd, const std::string& partial_path, uint64_t bytes) {
     struct stat st{};
-    if (fd < 0 || ::fstat(fd, &st) != 0) return;
-    const std::string link = "/proc/self/fd/" + std::to_string(fd);
-    std::string path(4096, '\0');
-    const ssize_t n = ::readlink(link.c_str(), path.data(), path.size());
-    if (n <= 0 || static_cast<size_t>(n) >= path.size()) return;
-    path.resize(static_cast<size_t>(n));
-    if (path.empty() || path[0] != '/' || path.ends_with(" (deleted)")) return;
+    if (fd < 0 || partial_path.empty() || ::fstat(fd, &st) != 0) return;
+    std::error_code ec;
+    const std::string path = std::filesystem::absolute(partial_path, ec).string();
+    if (ec) return;
     internal::PartialFileRecord r{path, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), bytes};
     (void)job_.Set(NodeBytesKey(job_.node(), i), internal::PartialFileJson(r));
   }
@@ -190,7 +190,7 @@ class Transfer {
       };
     cb.on_file_bytes = [this](const FileBytes& fb) {
       auto it = index_of_.find(fb.path_in_repo);
-      if (it != index_of_.end()) PublishPartial(it->second, fb.fd, fb.contiguous_bytes);
+      if (it != index_of_.end()) PublishPartial(it->second, fb.fd, fb.partial_path, fb.contiguous_bytes);
     };
     cb.on_file_done = [this](const std::string& path, const std::string&) {
       std::lock_guard<std::mutex> l(mu_);
@@ -324,7 +324,7 @@ class Transfer {
             return job_.Fail(fl.WithPrefix(myrank + " receiving " + f.path));
           }
           published = writer->flushed_bytes();
-          PublishPartial(i, writer->fd(), published);
+          PublishPartial(i, writer->fd(), writer->partial_path(), published);
         }
       }
     }

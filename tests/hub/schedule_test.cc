@@ -125,6 +125,12 @@ struct Recorder {
       struct stat st;
       ASSERT_EQ(::fstat(fb.fd, &st), 0);
       EXPECT_EQ(::fcntl(fb.fd, F_GETFL) & O_ACCMODE, O_RDONLY) << "the descriptor is read-only";
+      // The partial's path names the very file behind the descriptor, in blobs/.
+      struct stat ps;
+      EXPECT_EQ(::stat(fb.partial_path.c_str(), &ps), 0) << fb.partial_path;
+      EXPECT_EQ(ps.st_ino, st.st_ino) << fb.partial_path;
+      EXPECT_EQ(fs::path(fb.partial_path).parent_path(), fs::path(blob_dir)) << fb.partial_path;
+      EXPECT_TRUE(fb.partial_path.ends_with(".incomplete")) << fb.partial_path;
       std::string bytes = ReadFd(fb.fd, fb.contiguous_bytes);
       std::lock_guard<std::mutex> l(mu);
       bool blob = fs::exists(blob_dir + "/" + etags[fb.path_in_repo]);
