@@ -112,8 +112,15 @@ Result<std::unique_ptr<BlobWriter>> BlobWriter::OpenPaths(std::string partial_pa
 }
 
 BlobWriter::~BlobWriter() {
+  if (!impl_ || impl_->fd < 0) return;  // committed or discarded
+  // A partial that holds no byte (opened, never written, nothing resumed) is
+  // removed, so no empty stray partial is left behind (as RangedBlobWriter).
+  if (offset_ == 0) {
+    Discard();
+    return;
+  }
   // Keep what was received (it is a correct prefix) so a later run can resume.
-  if (impl_ && impl_->fd >= 0 && !impl_->buf.empty()) (void)impl_->Flush(partial_path_);
+  if (!impl_->buf.empty()) (void)impl_->Flush(partial_path_);
 }
 
 Status BlobWriter::Append(const char* data, size_t n) {

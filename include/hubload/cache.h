@@ -229,6 +229,9 @@ class BlobWriter {
   /// in messages. Parent folders of both are created.
   static Result<std::unique_ptr<BlobWriter>> OpenPaths(std::string partial_path, std::string final_path,
                                                        std::string label, Options options);
+  /// Without Commit/Discard: flushes what was received and keeps the partial
+  /// (resumable, also by huggingface_hub), except a partial holding no byte
+  /// at all (opened, never written, nothing resumed), which is removed.
   ~BlobWriter();
 
   /// Bytes already present in the partial (the offset to resume from; the

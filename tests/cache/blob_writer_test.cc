@@ -107,6 +107,31 @@ TEST(BlobWriter, RestartDropsEveryByte) {
   EXPECT_EQ(std::string(got.begin(), got.end()), v2);
 }
 
+// Closed without Commit: an empty partial is removed, one holding bytes stays
+// (a huggingface_hub-style <etag>.incomplete of exactly those bytes).
+TEST(BlobWriter, ClosingRemovesAnEmptyPartialAndKeepsOneWithBytes) {
+  hubload::testing::TempDir tmp;
+  RepoCache rc(tmp.str(), "o/m", hubload::RepoType::kModel);
+  const std::string v(4096, '\x5A');
+  const std::string sha = hubload::testing::Sha256Hex(v.data(), v.size());
+  const std::string partial = rc.IncompletePath(sha);
+  auto empty = BlobWriter::Open(rc, sha, {4096, sha, true, ""});
+  ASSERT_OK(empty);
+  EXPECT_TRUE(std::filesystem::exists(partial));
+  empty->reset();  // closed without a byte
+  EXPECT_FALSE(std::filesystem::exists(partial));
+  {
+    auto w = BlobWriter::Open(rc, sha, {4096, sha, true, ""});
+    ASSERT_OK(w);
+    ASSERT_OK((*w)->Append(v.data(), 100));
+  }
+  auto kept = hubload::testing::ReadFileBytes(partial);
+  EXPECT_EQ(std::string(kept.begin(), kept.end()), v.substr(0, 100));
+  auto again = BlobWriter::Open(rc, sha, {4096, sha, true, ""});
+  ASSERT_OK(again);
+  EXPECT_EQ((*again)->offset(), 100u);
+}
+
 TEST(BlobWriter, Sha256FileMatchesOpenSsl) {
   hubload::testing::TempDir tmp;
   std::string data = PatternBytes(3 << 20, 9);

@@ -180,9 +180,10 @@ TEST(Ranges, CancelledDownloadResumesFromTheJournalOnTheNextRun) {
 }
 
 // A download that fails before later files got a byte leaves no empty
-// (sparse, journal of zeros) ranged partial of theirs behind: `cache ls`
-// would report them as stray partials and `download --dry-run` as partial.
-// The file sizes and etags come from the test's own data.
+// partial of theirs behind: not the sparse ranged partial with a journal of
+// zeros, not the 0-byte single-stream <etag>.incomplete of the file refused.
+// `cache ls` reported them as stray partials and `download --dry-run` as
+// partial. The file sizes and etags come from the test's own data.
 TEST(Ranges, AFailedDownloadLeavesNoPartialOfFilesThatGotNoByte) {
   Fixture f(12 * kMiB, 11);
   ASSERT_TRUE(f.hub);
@@ -194,17 +195,33 @@ TEST(Ranges, AFailedDownloadLeavesNoPartialOfFilesThatGotNoByte) {
   // Every answer waits 100 ms, so b and c are prepared (their partials
   // created) while a's first range is on its way; a's bytes are refused.
   f.hub->faults().SetLatencyMs(100);
-  f.hub->faults().SetStatusForNext(f.etag, 404, 100);
-  TempDir cache;
-  hubload::HubClient client(Ranged(*f.hub, cache.str()));
-  auto st = client.DownloadFiles("org/three", "main", hubload::RepoType::kModel,
-                                 {"a.safetensors", "b.safetensors", "c.safetensors"}, {});
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.ToString().find("a.safetensors"), std::string::npos) << st.ToString();
-  const std::string blobs = cache.str() + "/models--org--three/blobs";
-  for (const std::string& etag : {f.etag, Sha(b), Sha(c)}) {
-    EXPECT_FALSE(fs::exists(blobs + "/" + etag + ".ranges.incomplete")) << etag;
-    EXPECT_FALSE(fs::exists(blobs + "/" + etag)) << etag;
+  for (bool ranges : {true, false}) {
+    SCOPED_TRACE(ranges ? "ranges" : "one stream per file");
+    f.hub->faults().SetStatusForNext(f.etag, 404, 100);
+    TempDir cache;
+    auto o = Ranged(*f.hub, cache.str());
+    if (!ranges) o.range_threshold_bytes = 0;
+    hubload::HubClient client(o);
+    auto st = client.DownloadFiles("org/three", "main", hubload::RepoType::kModel,
+                                   {"a.safetensors", "b.safetensors", "c.safetensors"}, {});
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.ToString().find("a.safetensors"), std::string::npos) << st.ToString();
+    const std::string blobs = cache.str() + "/models--org--three/blobs";
+    if (ranges) {
+      for (const std::string& etag : {f.etag, Sha(b), Sha(c)}) {
+        EXPECT_FALSE(fs::exists(blobs + "/" + etag + ".ranges.incomplete")) << etag;
+        EXPECT_FALSE(fs::exists(blobs + "/" + etag)) << etag;
+      }
+    } else {
+      // b and c stream beside a (one stream per file): what they received
+      // stays resumable; a's partial got no byte and is gone.
+      EXPECT_FALSE(fs::exists(blobs + "/" + f.etag + ".incomplete"));
+      EXPECT_FALSE(fs::exists(blobs + "/" + f.etag));
+      for (const auto& e : fs::directory_iterator(blobs)) {
+        if (e.path().extension() != ".incomplete") continue;
+        EXPECT_GT(e.file_size(), 0u) << e.path();
+      }
+    }
   }
 }
 
