@@ -29,14 +29,15 @@
 //  5. S9: server restarted with --fault-ignore-range; Download of the S2 file
 //     with ranges enabled into a fresh cache: bytes the server sent for the file
 //     (access log, 2xx GETs) / file size; time vs a single `curl -o`.
-//  6. Load-ordered snapshot of 4 × 64 MiB (--quick: 4 × 16 MiB), uncapped and
-//     on a server restarted with --fault-total-bandwidth 150 MB/s (one link
-//     shared by all connections): Snapshot with default ClientOptions (the
-//     load-ordered scheduler) vs "parallel files" (the previous behaviour: one
-//     GET per file, 8 files at once: range_threshold 256 MiB, connections
-//     pinned to 8) vs curl -Z --parallel-max 8; plus when the first file and
-//     the last file were complete (on_file_done) and whether files completed
-//     in order.
+//  6. Snapshot of 4 × 64 MiB (--quick: 4 × 16 MiB), uncapped and on a server
+//     restarted with --fault-total-bandwidth 150 MB/s (one link shared by all
+//     connections): Snapshot with default ClientOptions (download_order kAuto,
+//     which is kThroughput for a Snapshot), with download_order kLoadOrder
+//     (the order the streaming loaders use), and "parallel files" (the
+//     behaviour before the scheduler: one GET per file, 8 files at once:
+//     range_threshold 256 MiB, connections pinned to 8) vs curl -Z
+//     --parallel-max 8; plus when the first file was complete (on_file_done)
+//     and whether files completed in order.
 //
 // Cold runs (1, 2, 5) start with `sync; echo 3 > /proc/sys/vm/drop_caches`
 // (skipped with a note when not permitted); that also drops the server's store
@@ -783,14 +784,19 @@ struct Bench {
     fs::remove_all(cache);
   }
 
-  // ---- 6. load-ordered snapshot ----
-  void LoadOrdered(const RepoSpec& r, const std::string& label) {
+  // ---- 6. snapshot: download orders ----
+  void SnapshotOrders(const RepoSpec& r, const std::string& label) {
     struct Variant {
       std::string name;
       bool today;  // previous behaviour: parallel whole files
+      bool load_order;
     };
-    const std::vector<Variant> variants = {{"hubload Snapshot, load-ordered scheduler (default)", false},
-                                           {"hubload Snapshot, parallel files (previous behaviour)", true}};
+    // The baseline, parallel files, is the last one.
+    const std::vector<Variant> variants = {
+        {"hubload Snapshot, default (download_order auto = throughput)", false, false},
+        {"hubload Snapshot, download_order load order", false, true},
+        {"hubload Snapshot, parallel files (previous behaviour)", true, false}};
+    const size_t base = variants.size() - 1;
     Samples curl;
     std::vector<Samples> hl(variants.size());
     std::vector<double> first_done(variants.size()), in_order(variants.size());
@@ -808,6 +814,7 @@ struct Bench {
           else Fail(curl, label + " curl: " + bad);
         } else {
           auto o = Options(out);
+          if (variants[which].load_order) o.download_order = hubload::ClientOptions::DownloadOrder::kLoadOrder;
           if (variants[which].today) {
             o.range_threshold_bytes = 256 * kMiB;
             o.max_ranges_per_file = 4;
@@ -840,11 +847,11 @@ struct Bench {
         fs::remove_all(out);
       }
     }
-    std::string sc = "6 load-ordered snapshot " + label;
+    std::string sc = "6 snapshot " + label;
     rows.push_back({sc, "curl -Z --parallel-max 8 (baseline)", curl.TimeS(), curl.Cpu(), "1", ""});
     for (size_t v = 0; v < variants.size(); ++v) {
       std::string ratio = Ratio(hl[v], curl) + " of curl";
-      if (v == 0) ratio += ", " + Ratio(hl[0], hl[1]) + " of parallel files (" + PairedRatios(hl[0], hl[1]) + ")";
+      if (v != base) ratio += ", " + Ratio(hl[v], hl[base]) + " of parallel files (" + PairedRatios(hl[v], hl[base]) + ")";
       rows.push_back({sc, variants[v].name, hl[v].TimeS(), hl[v].Cpu(), ratio,
                       Fmt("first file done at %.2f s", first_done[v]) + " (last rep); in order in " +
                           std::to_string(static_cast<int>(in_order[v])) + "/" + std::to_string(reps) + " reps"});
@@ -1032,19 +1039,19 @@ int main(int argc, char** argv) {
       b.Warm(s3, only.count(3) > 0, only.count(4) > 0);
     }
     if (only.count(6)) {
-      std::fprintf(stderr, "hub_bench: 6. load-ordered snapshot %s, uncapped\n", s6.id.c_str());
-      b.LoadOrdered(s6, "4 × " + std::to_string(order_mib) + " MiB, uncapped");
+      std::fprintf(stderr, "hub_bench: 6. snapshot %s, uncapped\n", s6.id.c_str());
+      b.SnapshotOrders(s6, "4 × " + std::to_string(order_mib) + " MiB, uncapped");
     }
     server.Stop();
     if (only.count(6)) {
-      std::fprintf(stderr, "hub_bench: 6. load-ordered snapshot %s, total cap 150 MB/s\n", s6.id.c_str());
+      std::fprintf(stderr, "hub_bench: 6. snapshot %s, total cap 150 MB/s\n", s6.id.c_str());
       std::string err = server.Start(b.cli, b.work / "store", b.log, b.scratch, {"--fault-total-bandwidth", "150000000"});
       if (!err.empty()) {
         std::fprintf(stderr, "hub_bench: %s\n", err.c_str());
         return 2;
       }
       b.endpoint = server.url();
-      b.LoadOrdered(s6, "4 × " + std::to_string(order_mib) + " MiB, one link of 150 MB/s");
+      b.SnapshotOrders(s6, "4 × " + std::to_string(order_mib) + " MiB, one link of 150 MB/s");
       server.Stop();
     }
     if (only.count(5)) {

@@ -59,6 +59,10 @@ struct RangedBlobWriter::Impl {
   std::mutex hash_mu;
   util::Digest sha;  // sha256 of the contiguous prefix [0, cursor)
   uint64_t cursor = 0;
+  // `cursor`, readable without hash_mu (stored under it), and the bytes the
+  // hasher read back from disk instead of taking them from memory.
+  std::atomic<uint64_t> cursor_hint{0};
+  std::atomic<uint64_t> read_back{0};
   std::vector<char> scratch;
   Status hash_error;  // the hasher's first failure (guarded by hash_mu)
   // The hasher thread: woken after every write, it hashes what is contiguous
@@ -141,6 +145,7 @@ struct RangedBlobWriter::Impl {
     }
     sha.Reset();
     cursor = 0;
+    cursor_hint = 0;
     hash_error = Status::Ok();
     return WriteTrailerHead(path);
   }
@@ -181,30 +186,47 @@ struct RangedBlobWriter::Impl {
                                 reason::kShortRead, cache_internal::FileCtx(path));
       sha.Update(scratch.data(), static_cast<size_t>(r));
       cursor += static_cast<uint64_t>(r);
+      cursor_hint.store(cursor, std::memory_order_release);
+      read_back.fetch_add(static_cast<uint64_t>(r), std::memory_order_relaxed);
     }
     return Status::Ok();
   }
-  // Writes `len` bytes at the end of chunk k's written part, records them in
-  // the journal, hashes them from memory when they extend the hashed prefix
-  // (else the hasher reads them back later) and wakes the hasher.
+  // Writes `len` bytes at the end of chunk k's written part, hashes them from
+  // memory when they extend the hashed prefix, then records them (flushed, the
+  // journal) and wakes the hasher for chunks written ahead. Hashing before the
+  // bytes are published means the hasher never reads back bytes the writer
+  // still holds: a connection that writes the prefix in order hashes all of it
+  // inline, as one GET per file does. When the cursor is at `off` the hasher
+  // has nothing past it to hash, so it holds hash_mu only briefly.
   Status Write(size_t k, const char* p, size_t len, const std::string& path) {
     Chunk& c = chunks[k];
     uint64_t off = Begin(k) + c.flushed.load(std::memory_order_relaxed);
     HUBLOAD_RETURN_IF_ERROR(PwriteAll(fd, p, len, off, path));
-    uint64_t now = c.flushed.load(std::memory_order_relaxed) + len;
-    c.flushed.store(now, std::memory_order_release);
+    const uint64_t now = c.flushed.load(std::memory_order_relaxed) + len;
+    bool published = false;
+    if (cursor_hint.load(std::memory_order_acquire) == off) {
+      std::lock_guard<std::mutex> l(hash_mu);
+      if (cursor == off) {
+        // Cursor and `flushed` move together under hash_mu: the hasher never
+        // sees a cursor past the published bytes of its chunk.
+        sha.Update(p, len);
+        cursor += len;
+        cursor_hint.store(cursor, std::memory_order_release);
+        c.flushed.store(now, std::memory_order_release);
+        published = true;
+      }
+    }
+    if (!published) c.flushed.store(now, std::memory_order_release);
     unsigned char le[8];
     PutLe64(le, now);
     // Journal after data: a run killed in between re-fetches this buffer only.
     HUBLOAD_RETURN_IF_ERROR(PwriteAll(fd, le, 8, opt.size + kTrailerHead + 8 * k, path));
-    {
-      std::unique_lock<std::mutex> l(hash_mu, std::try_to_lock);
-      if (l.owns_lock() && cursor == off) {  // the next bytes of the hash: take them from memory
-        sha.Update(p, len);
-        cursor += len;
-      }
-    }
-    Wake();  // chunks written ahead may now be contiguous
+    // The hasher has work only when published bytes lie past the cursor: these
+    // (not hashed here), or the next chunk's once this one is complete. A
+    // writer of the next chunk that published before our cursor reached it
+    // woke the hasher itself; Commit hashes whatever is left in any case.
+    if (!published || (now == End(k) - Begin(k) && k + 1 < n && chunks[k + 1].flushed.load(std::memory_order_acquire) > 0))
+      Wake();
     return Status::Ok();
   }
   Status Flush(size_t k, const std::string& path) {
@@ -322,6 +344,8 @@ Status RangedBlobWriter::FlushChunk(size_t k) {
 Status RangedBlobWriter::Restart() { return impl_->Reset(partial_path_); }
 
 int RangedBlobWriter::fd() const { return impl_->fd; }
+
+uint64_t RangedBlobWriter::bytes_read_back() const { return impl_->read_back.load(std::memory_order_relaxed); }
 
 uint64_t RangedBlobWriter::contiguous_bytes() const {
   const Impl& im = *impl_;

@@ -168,14 +168,16 @@ Result<std::string> FetchStream(const Session& s, const FetchTarget& t, const Er
 /// Opens the ranged partial of `t` (resume: keep a matching journal).
 Result<std::unique_ptr<RangedBlobWriter>> OpenRanged(const Session& s, const FetchTarget& t, bool resume);
 
-/// Fetches chunk `k` of `w` until it is complete (resumed inside the chunk
-/// after connection errors). `probe`: the first request of the file — a 200
-/// answer (Range ignored) is then the whole file, spread over every chunk
-/// (*whole = true); without `probe` a 200 is kUnsupported "RangesUnusable".
-/// `on_answer(true)` runs when the answer is a fitting 206, `on_answer(false)`
-/// when a probe's answer is the whole file (200). Returns OK early when
-/// `stop()` turns true.
-Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, const FetchTarget& t,
+/// Fetches chunks [k, k_end) of `w` (k_end > k; the caller owns them) with one
+/// request for their bytes, spread over the chunks in order, until each is
+/// complete (resumed at the first incomplete byte after connection errors).
+/// `probe`: the first request of the file — a 200 answer (Range ignored) is
+/// then the whole file, spread over every chunk (*whole = true); without
+/// `probe` a 200 is kUnsupported "RangesUnusable"; a body longer than the
+/// range asked is kCorruptDownload "SizeMismatch". `on_answer(true)` runs when the answer is a fitting
+/// 206, `on_answer(false)` when a probe's answer is the whole file (200).
+/// Returns OK early when `stop()` turns true.
+Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, size_t k_end, bool probe, const FetchTarget& t,
                   const ErrorContext& ctx, FileIo io, const std::function<bool()>& stop,
                   const std::function<void(bool)>& on_answer, bool* whole);
 

@@ -18,18 +18,20 @@ Result<std::unique_ptr<RangedBlobWriter>> OpenRanged(const Session& s, const Fet
 
 namespace {
 
+// One request's body, written in order from offset `pos` over the chunks it
+// covers (up to `end`; the whole file when the answer is a 200).
 struct ChunkSink : BodySink {
   RangedBlobWriter* w = nullptr;
-  size_t k = 0;
-  uint64_t b = 0, size = 0, got = 0, pos = 0;
+  uint64_t b = 0, end = 0, size = 0, pos = 0;
   uint64_t gen = 0;  // generation of the signed URL asked
-  bool probe = false, whole = false, mismatch = false;
+  bool probe = false, whole = false, mismatch = false, overflow = false;
   const FetchTarget* t = nullptr;
   FileIo* io = nullptr;
   const std::function<bool()>* stop = nullptr;
   const std::function<void(bool)>* on_answer = nullptr;
   Status err;
 
+  uint64_t got() const { return pos - b; }
   void Landed(size_t n) {
     if (io->wire_bytes) io->wire_bytes->fetch_add(n, std::memory_order_relaxed);
     if (io->progress) io->progress->AddReceived(n);
@@ -55,6 +57,8 @@ struct ChunkSink : BodySink {
     }
     // Range ignored (or If-Range failed): the body is the whole file.
     whole = true;
+    b = pos = 0;
+    end = size;
     if (*on_answer) (*on_answer)(false);
     if (w->bytes_received() > 0) {
       if (io->progress) io->progress->Add(-static_cast<int64_t>(w->bytes_received()));
@@ -63,17 +67,14 @@ struct ChunkSink : BodySink {
     }
     return true;
   }
+  // Spreads the sequential body over the chunks in order.
   bool OnData(const char* d, size_t len) override {
     if ((*stop)()) return false;
-    if (got == 0 && pos == 0 && t->signed_url) t->signed_url->MarkProductive(gen);
-    if (!whole) {
-      err = w->Append(k, d, len);
-      if (!err.ok()) return false;
-      got += len;
-      Landed(len);
-      return true;
+    if (pos == b && t->signed_url) t->signed_url->MarkProductive(gen);
+    if (len > end - pos) {  // more than the range asked for: the next bytes belong to another connection
+      overflow = true;
+      return false;
     }
-    // Spread the sequential body over the chunks in order.
     size_t n = len;
     while (len > 0) {
       size_t ck = ChunkOf(pos);
@@ -105,23 +106,26 @@ struct ChunkSink : BodySink {
 
 }  // namespace
 
-Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, const FetchTarget& t,
+Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, size_t k_end, bool probe, const FetchTarget& t,
                   const ErrorContext& ctx0, FileIo io, const std::function<bool()>& stop,
                   const std::function<void(bool)>& on_answer, bool* whole) {
   ErrorContext ctx = ctx0;
   ctx.url = RedactUrl(t.url);
   const uint64_t size = static_cast<uint64_t>(t.meta.size);
+  k_end = std::min(std::max(k_end, k + 1), w.num_chunks());
   int failures = 0;
   if (!io.budget) io.budget = std::make_shared<RetryBudget>();
-  int renewed_idle = 0;  // B44: renewals since this chunk's last body byte
+  int renewed_idle = 0;  // B44: renewals since this run's last body byte
   while (true) {
     if (stop()) return Status::Ok();
-    uint64_t b = w.chunk_begin(k) + w.chunk_received(k), e = w.chunk_end(k);
-    if (b >= e) return Status::Ok();
+    // The first byte still missing; chunks before it in the run are complete.
+    while (k < k_end && w.chunk_received(k) == w.chunk_end(k) - w.chunk_begin(k)) ++k;
+    if (k >= k_end) return Status::Ok();
+    uint64_t b = w.chunk_begin(k) + w.chunk_received(k), e = w.chunk_end(k_end - 1);
     ChunkSink sink;
     sink.w = &w;
-    sink.k = k;
-    sink.b = b;
+    sink.b = sink.pos = b;
+    sink.end = e;
     sink.size = size;
     sink.probe = probe;
     sink.t = &t;
@@ -140,12 +144,18 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
     req.headers.emplace_back("Range", "bytes=" + std::to_string(b) + "-" + std::to_string(e - 1));
     if (std::string v = IfRangeValue(t.meta.raw_etag); !v.empty()) req.headers.emplace_back("If-Range", v);
     auto r = s.http->Send(req, &sink);
-    Status fl = sink.whole ? Status::Ok() : w.FlushChunk(k);
+    // The chunk the body stopped in (complete chunks were flushed on the way).
+    Status fl = sink.whole || sink.pos >= sink.end ? Status::Ok() : w.FlushChunk(sink.ChunkOf(sink.pos));
     if (!sink.err.ok()) return sink.err;
     if (!fl.ok()) return fl;
+    if (sink.overflow)
+      return Status(Code::kCorruptDownload,
+                    "the server sent more than the " + std::to_string(e - b) + " bytes asked for (bytes " +
+                        std::to_string(b) + "-" + std::to_string(e - 1) + ") of '" + ctx.file + "'",
+                    reason::kSizeMismatch, ctx);
     if (!sink.whole && io.bytes)
       io.bytes->Update(w.fd(), w.partial_path(), w.contiguous_bytes(), static_cast<int64_t>(size), false);
-    if (sink.got > 0 || sink.pos > 0) renewed_idle = 0;
+    if (sink.got() > 0) renewed_idle = 0;
     if (r.ok() && r->status == 403 && !stop()) {
       Status renew;
       if (RenewAfter403(t, gen, r->body, &renewed_idle, &renew)) continue;
@@ -158,11 +168,10 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
     if (stop()) return Status::Ok();
     if (!r.ok()) {
       if (r.status().code() != Code::kNetwork) return r.status();
-      if (sink.got > 0 || sink.pos > 0) failures = 0;
+      if (sink.got() > 0) failures = 0;
       else if (GiveUpAfter(r.status(), *io.budget)) return r.status();
       if (++failures > s.opt.max_resume_attempts) return r.status();
-      spdlog::debug("resuming {} bytes {}- after: {}", ctx.file, w.chunk_begin(k) + w.chunk_received(k),
-                    r.status().message());
+      spdlog::debug("resuming {} bytes {}- after: {}", ctx.file, sink.pos, r.status().message());
       if (sink.whole)
         return Status(Code::kUnsupported, "whole-file answer broke off", reason::kRangesUnusable, ctx);
       continue;
@@ -177,8 +186,8 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, bool probe, c
       *whole = true;  // every chunk is written
       return Status::Ok();
     }
-    if (w.chunk_received(k) < e - w.chunk_begin(k)) {
-      if (sink.got > 0) failures = 0;
+    if (sink.pos < e) {
+      if (sink.got() > 0) failures = 0;
       if (++failures > s.opt.max_resume_attempts)
         return Status(Code::kNetwork, "connection closed early while downloading '" + ctx.file + "'",
                       reason::kConnectionLost, ctx);

@@ -36,6 +36,7 @@ struct Job {
   size_t next_chunk = 0;
   int inflight = 0;
   bool probe_sent = false, probe_ok = false, whole = false;
+  bool front_busy = false;          // a run from the first missing chunk is in flight (throughput order)
   bool streaming_whole = false;     // the probe was answered with the whole file (200)
   bool fallback = false;            // ranges unusable: one stream once inflight == 0
   bool hash_retried = false;        // fetched again after a sha256 mismatch: no further retry
@@ -47,8 +48,9 @@ struct Job {
 struct Task {
   enum class Kind { kSingle, kChunk, kFinalize } kind;
   size_t job = 0;
-  size_t chunk = 0;
+  size_t chunk = 0, chunk_end = 0;  // chunks [chunk, chunk_end) in one request
   bool probe = false;
+  bool front = false;  // the file's run from its first missing chunk (throughput order)
 };
 
 class Scheduler {
@@ -66,6 +68,9 @@ class Scheduler {
     cancel_.cb = &cb;
     progress_.cb = &cb;
     lookahead_ = std::max<size_t>(4, 2 * static_cast<size_t>(max_conn_));
+    using Order = ClientOptions::DownloadOrder;
+    load_order_ = s.opt.download_order == Order::kLoadOrder ||
+                  (s.opt.download_order == Order::kAuto && static_cast<bool>(cb.on_file_bytes));
     local_paths_.resize(jobs_.size());
     t0_ = Clock::now();
   }
@@ -204,7 +209,96 @@ class Scheduler {
     return j.next_chunk;
   }
 
-  std::optional<Task> TakeLocked() {
+  std::optional<Task> TakeLocked() { return load_order_ ? TakeLoadOrderLocked() : TakeThroughputLocked(); }
+
+  // Hands chunk k of ranged file j to a connection, with the chunks after it
+  // up to `run` in all (those not handed out yet, not complete) in the same
+  // request.
+  Task TakeRunLocked(Job& j, size_t i, size_t k, size_t run, bool probe, bool front) {
+    size_t e = k + 1;
+    while (e < j.rw->num_chunks() && e - k < run && !j.taken[e] &&
+           j.rw->chunk_received(e) < j.rw->chunk_end(e) - j.rw->chunk_begin(e))
+      ++e;
+    for (size_t c = k; c < e; ++c) j.taken[c] = 1;
+    ++j.inflight;
+    if (probe) j.probe_sent = true;
+    if (front) j.front_busy = true;
+    return Task{Task::Kind::kChunk, i, k, e, probe, front};
+  }
+
+  // The first request of ranged file j (sent alone: see TakeLoadOrderLocked),
+  // or its verification when every chunk is already on disk (resumed).
+  std::optional<Task> StartRangedLocked(Job& j, size_t i, size_t run) {
+    auto k = NextChunkLocked(j);
+    if (!k) {
+      j.st = Job::St::kFinishing;
+      return Task{Task::Kind::kFinalize, i};
+    }
+    return TakeRunLocked(j, i, *k, run, /*probe=*/true, /*front=*/!load_order_);
+  }
+
+  // Chunks one request of the throughput order covers from a file's first
+  // missing byte: the file's share of the connections (their limit over the
+  // files left) splits what it has left, and a run is at most 64 MiB. So with
+  // at least as many files as connections a file of 64 MiB is one GET (the
+  // server's read-ahead and the sha256 follow one stream), and with fewer
+  // files the spare connections find chunks to take from the end.
+  size_t RunChunksLocked(const Job& j) const {
+    size_t files_left = jobs_.size() - frontier_;
+    for (size_t i = frontier_; i < jobs_.size() && i < frontier_ + lookahead_; ++i)
+      if (jobs_[i]->st == Job::St::kDone) --files_left;
+    const size_t share = std::max<size_t>(1, static_cast<size_t>(ctl_.limit()) / std::max<size_t>(1, files_left));
+    const size_t left = j.rw->num_chunks() - std::min(j.next_chunk, j.rw->num_chunks());
+    const uint64_t chunk = std::max<uint64_t>(1, j.rw->chunk_end(0) - j.rw->chunk_begin(0));
+    const size_t cap = static_cast<size_t>(std::max<uint64_t>(1, (64ull << 20) / chunk));
+    return std::max<size_t>(1, std::min(cap, (left + share - 1) / share));
+  }
+
+  // The last chunk of j not handed out and not complete (spare connections
+  // take a file from its end, away from its front run).
+  std::optional<size_t> LastChunkLocked(Job& j) {
+    for (size_t k = j.rw->num_chunks(); k-- > j.next_chunk;) {
+      if (!j.taken[k] && j.rw->chunk_received(k) < j.rw->chunk_end(k) - j.rw->chunk_begin(k)) return k;
+    }
+    return std::nullopt;
+  }
+
+  // ClientOptions::DownloadOrder::kThroughput: first every file gets a run
+  // from its first missing byte when it has none in flight (a new file, or
+  // the chunks after the previous run: each file is written in order and
+  // hashed from memory); then, when every file that can start has one, spare
+  // connections take the last chunk left of the earliest unfinished file.
+  std::optional<Task> TakeThroughputLocked() {
+    const size_t end = std::min(jobs_.size(), frontier_ + lookahead_);
+    for (size_t i = frontier_; i < end; ++i) {
+      Job& j = *jobs_[i];
+      if (j.st == Job::St::kWaiting) return std::nullopt;  // started in order: nothing later before it
+      if (j.st == Job::St::kPreparing) {
+        if (Clock::now() - j.prepare_start < kPrepareGrace) return std::nullopt;
+        continue;
+      }
+      if (j.st != Job::St::kReady) continue;
+      if (!j.rw) {
+        if (j.single_taken) continue;
+        j.single_taken = true;
+        return Task{Task::Kind::kSingle, i};
+      }
+      if (j.fallback || j.front_busy) continue;
+      if (!j.probe_sent) return StartRangedLocked(j, i, RunChunksLocked(j));
+      if (!j.probe_ok) continue;  // answered whole (streaming) or about to fall back
+      if (auto k = NextChunkLocked(j)) return TakeRunLocked(j, i, *k, RunChunksLocked(j), false, /*front=*/true);
+    }
+    for (size_t i = frontier_; i < end; ++i) {
+      Job& j = *jobs_[i];
+      if (j.st != Job::St::kReady || !j.rw || j.fallback || !j.probe_ok) continue;
+      if (j.inflight >= s_.opt.max_ranges_per_file) continue;
+      if (auto k = LastChunkLocked(j)) return TakeRunLocked(j, i, *k, 1, false, false);
+    }
+    return std::nullopt;
+  }
+
+  // ClientOptions::DownloadOrder::kLoadOrder.
+  std::optional<Task> TakeLoadOrderLocked() {
     const size_t end = std::min(jobs_.size(), frontier_ + lookahead_);
     for (size_t i = frontier_; i < end; ++i) {
       Job& j = *jobs_[i];
@@ -223,17 +317,7 @@ class Scheduler {
         return Task{Task::Kind::kSingle, i};
       }
       if (j.fallback) continue;
-      if (!j.probe_sent) {
-        auto k = NextChunkLocked(j);
-        if (!k) {  // every chunk is already on disk (resumed): verify
-          j.st = Job::St::kFinishing;
-          return Task{Task::Kind::kFinalize, i};
-        }
-        j.probe_sent = true;
-        j.taken[*k] = 1;
-        ++j.inflight;
-        return Task{Task::Kind::kChunk, i, *k, true};
-      }
+      if (!j.probe_sent) return StartRangedLocked(j, i, 1);
       // Until the earliest file's first range is answered nothing later starts:
       // on a shared link a later file would slow the earlier one down (it is
       // one round trip; a 200 answer frees the other connections at once).
@@ -242,11 +326,7 @@ class Scheduler {
         return std::nullopt;
       }
       if (j.inflight >= s_.opt.max_ranges_per_file) continue;
-      if (auto k = NextChunkLocked(j)) {
-        j.taken[*k] = 1;
-        ++j.inflight;
-        return Task{Task::Kind::kChunk, i, *k, false};
-      }
+      if (auto k = NextChunkLocked(j)) return TakeRunLocked(j, i, *k, 1, false, false);
       // Every chunk is handed out: the next file starts once they are all in
       // (a free connection waits), so on a shared link the earliest file keeps
       // the whole link to its last byte. On a link capped per connection the
@@ -309,10 +389,11 @@ class Scheduler {
       else j.streaming_whole = true;  // one connection carries the file: the others move on
       cv_.notify_all();
     };
-    Status st =
-        FetchChunk(s_, *j.rw, t.chunk, t.probe, *j.prep.target, j.work.ctx, IoFor(j), stop, on_answer, &whole);
+    Status st = FetchChunk(s_, *j.rw, t.chunk, t.chunk_end, t.probe, *j.prep.target, j.work.ctx, IoFor(j), stop,
+                           on_answer, &whole);
     std::unique_lock<std::mutex> l(mu_);
     --j.inflight;
+    if (t.front) j.front_busy = false;
     if (whole) j.whole = true;
     if (!st.ok()) {
       if (!st.Is(reason::kRangesUnusable)) {
@@ -413,6 +494,7 @@ class Scheduler {
   std::atomic<uint64_t> wire_{0};
   ConnectionController ctl_;
   int max_conn_ = 1;
+  bool load_order_ = true;  // ClientOptions::download_order resolved for this call
   int active_ = 0;
   bool starved_ = false;
   size_t frontier_ = 0;

@@ -1,34 +1,37 @@
-// Private to hub/: the download scheduler — files in load order, byte ranges
-// of the earliest unfinished file first.
+// Private to hub/: the download scheduler — files started in the order given,
+// spread over the connections as ClientOptions::download_order says.
 //
 // Every DownloadFiles / Snapshot / Download call runs here. The files are
 // given in the caller's order (load order). Preparation threads run each
 // file's `prepare` (cache lookup, HEAD, lock) a few files ahead of the
-// download frontier. Connection threads (at most ClientOptions::max_workers,
-// of which ConnectionController lets `limit()` work at once) always take the
-// first piece of work in file order:
+// download frontier; no file starts before an earlier one is prepared (up to
+// a grace period, so a blob lock held by another process does not stall the
+// rest). Connection threads (at most ClientOptions::max_workers, of which
+// ConnectionController lets `limit()` work at once) take work in file order:
 //  - a file of at most one chunk (or with ranges off) is one resumable GET;
 //  - a larger file is cut into range_chunk_bytes chunks: its first request is
 //    sent alone (a 200 answer means Range is ignored, and that one answer
 //    then carries the whole file), once it answers 206 the other chunks are
-//    taken in order, at most max_ranges_per_file at once;
-//  - the next file starts once every byte of the earlier ranged files is in
-//    (a free connection waits while their last chunks are in flight), and
-//    never before an earlier file is prepared (up to a grace period, so a
-//    blob lock held by another process does not stall the rest); so on a
-//    shared link no later file slows an earlier one down. Single-stream
-//    files (small ones, or a server that ignores Range) do not hold later
-//    files back.
-// So on one link shared by all connections the files complete in order, each
-// at the speed of the whole link. A file is verified (size, sha256 inline)
-// and renamed into blobs/ by the thread that finished its last byte, which
-// stops counting as a connection first (there is one connection thread more
-// than connections): the next file's ranges start at once and the hash of
-// the out-of-order chunks overlaps them. Then `finish` links it and
-// on_file_done runs (completion order). A ranged
-// file whose server answers ranges unusably, or whose hash does not match,
-// is fetched again as one stream (with one warning). The first error cancels
-// everything else promptly and is returned.
+//    taken in order, at most max_ranges_per_file at once.
+// Load order (kLoadOrder): every connection takes the earliest file's chunks;
+// the next file starts once every byte of the earlier ranged files is in (a
+// free connection waits while their last chunks are in flight), so on one
+// link shared by all connections the files complete in order, each at the
+// speed of the whole link. Single-stream files (small ones, or a server that
+// ignores Range) do not hold later files back.
+// Throughput (kThroughput): a free connection first gives a connection to
+// the earliest file that has none (a new file, or the next chunk of a ranged
+// file whose previous chunk is in: its bytes arrive in order and are hashed
+// from memory); only when every file that can start has one do free
+// connections join the earliest unfinished file's remaining chunks.
+// A file is verified (size, sha256 inline) and renamed into blobs/ by the
+// thread that finished its last byte, which stops counting as a connection
+// first (there is one connection thread more than connections): the next
+// file's ranges start at once and the hash of the out-of-order chunks
+// overlaps them. Then `finish` links it and on_file_done runs (completion
+// order). A ranged file whose server answers ranges unusably, or whose hash
+// does not match, is fetched again as one stream (with one warning). The
+// first error cancels everything else promptly and is returned.
 #pragma once
 
 #include <functional>

@@ -345,6 +345,12 @@ class RangedBlobWriter {
   /// (flushed, every chunk before complete) and never rewritten in this file.
   /// Safe to call concurrently with Append/FlushChunk.
   uint64_t contiguous_bytes() const;
+  /// Bytes the sha256 read back from the partial (chunks written ahead of the
+  /// hashed prefix) rather than taking them from the Append that wrote them.
+  /// Bytes appended in order (each extending the prefix) are never read back;
+  /// resumed chunks always are. For tests and benchmarks; safe to call at any
+  /// time.
+  uint64_t bytes_read_back() const;
   /// Flushes, checks every chunk is complete, finishes the hash, truncates the
   /// journal, verifies the sha256 and renames to the final name. Errors:
   /// kCorruptDownload reason "SizeMismatch" (chunks missing; partial kept) or

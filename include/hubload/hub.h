@@ -72,9 +72,28 @@ struct ClientOptions {
   uint64_t range_threshold_bytes = 16ull << 20;
   /// Byte range size of one request (hf_transfer used 10 MiB; >= 1 MiB).
   uint64_t range_chunk_bytes = 16ull << 20;
-  /// Most ranges of one file in flight at once (the scheduler puts every
-  /// connection on the earliest unfinished file, up to this many).
+  /// Most ranges of one file in flight at once (up to this many connections
+  /// work on one file, see `download_order`).
   int max_ranges_per_file = 8;
+  /// How the download scheduler spreads the connections of one call
+  /// (DownloadFiles, Snapshot, Download) over its files, which are always
+  /// started in the order given:
+  ///  - kLoadOrder: every connection on the earliest unfinished file (its
+  ///    ranges in parallel), the next file only once every byte of it is in;
+  ///    so the files complete in order, each at the speed of the whole link —
+  ///    what a loader reading files as they arrive needs.
+  ///  - kThroughput: each free connection starts the next file not yet started
+  ///    and a file gets one connection at a time (its ranges in order, so its
+  ///    sha256 runs inline on that connection, as one GET per file does);
+  ///    connections left once every file has started join the earliest
+  ///    unfinished ones. The files complete about together, as
+  ///    huggingface_hub snapshot_download's parallel files do; fastest in
+  ///    total when nothing reads the files before the call returns.
+  ///  - kAuto (default): kLoadOrder when the call has
+  ///    DownloadCallbacks::on_file_bytes (a consumer of bytes as they land:
+  ///    the streaming loaders, the distributed transfer), else kThroughput.
+  enum class DownloadOrder { kAuto, kLoadOrder, kThroughput };
+  DownloadOrder download_order = DownloadOrder::kAuto;
   /// Transport; null = MakeRetryingTransport(MakeCurlTransport(transport_options), retry).
   std::shared_ptr<HttpTransport> transport;
   TransportOptions transport_options;
@@ -335,10 +354,14 @@ class HubClient {
 
   /// Downloads `paths` at `revision`, given in load order: the connections
   /// (up to options().max_workers, adaptive, see ClientOptions::connections)
-  /// fetch byte ranges of the earliest unfinished file first — a large file
-  /// in parallel ranges, the next file's start when a connection is free — so
-  /// on a link shared by all connections the files complete in the given
-  /// order, each at the speed of the whole link. Small files (one chunk or
+  /// start the files in that order. With cb.on_file_bytes (or
+  /// ClientOptions::download_order kLoadOrder) they fetch byte ranges of the
+  /// earliest unfinished file first — a large file in parallel ranges, the
+  /// next file's start when a connection is free — so on a link shared by all
+  /// connections the files complete in the given order, each at the speed of
+  /// the whole link; without it (kThroughput) each file gets a connection of
+  /// its own first, as huggingface_hub's parallel files, and spare
+  /// connections join the earliest unfinished file. Small files (one chunk or
   /// less) are one GET each, several in parallel. Each file is verified (size,
   /// sha256 inline) before its rename into blobs/; cb.on_file_done is called
   /// for each as soon as it is verified (completion order) and
@@ -351,7 +374,9 @@ class HubClient {
 
   /// snapshot_download: resolve the commit, list the tree, filter, download
   /// (the scheduler of DownloadFiles, files in tree order, at most
-  /// req.max_workers connections); returns the snapshot folder (or local_dir).
+  /// req.max_workers connections; throughput order unless
+  /// ClientOptions::download_order or req.callbacks.on_file_bytes asks for
+  /// load order); returns the snapshot folder (or local_dir).
   /// Offline: the cached snapshot when every selected file is present, else
   /// kOfflineMiss reason "IncompleteSnapshot" listing what is missing.
   /// Corrupt trees/<commit>.json (does not parse, a wrong type, an unsafe

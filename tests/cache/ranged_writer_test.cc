@@ -96,6 +96,35 @@ TEST(RangedBlobWriter, ConcurrentChunksFromManyThreads) {
   EXPECT_EQ(Sha(ReadAll(*p)), Sha(data));
 }
 
+// The sha256 takes bytes that extend the hashed prefix from the Append that
+// wrote them; only chunks written ahead of it are read back from the partial.
+TEST(RangedBlobWriter, BytesAppendedInOrderAreHashedFromMemoryAndNeverReadBack) {
+  TempDir tmp;
+  std::string data = PatternBytes(6 * kMiB + 4321, 5);  // 4 chunks of 2 MiB, the last one short
+  auto w = RangedBlobWriter::OpenPaths(tmp.str() + "/a.ranges.incomplete", tmp.str() + "/a", "a", Opt(data, 2 * kMiB));
+  ASSERT_OK(w);
+  ASSERT_EQ((*w)->num_chunks(), 4u);
+  // Pieces of 70000 bytes (buffered) and of 1.5 MiB (written as they are).
+  for (size_t k = 0; k < 4; ++k) {
+    Feed(**w, data, k, 0, (*w)->chunk_end(k) - (*w)->chunk_begin(k), k % 2 == 0 ? 70000 : 1536 * 1024);
+    ASSERT_OK((*w)->FlushChunk(k));
+  }
+  EXPECT_EQ((*w)->bytes_read_back(), 0u);
+  ASSERT_OK((*w)->Commit());
+  EXPECT_EQ(Sha(ReadAll(tmp.str() + "/a")), Sha(data));
+
+  // Chunks 3, 2, 1 written ahead of chunk 0: exactly their bytes are read back.
+  auto r = RangedBlobWriter::OpenPaths(tmp.str() + "/b.ranges.incomplete", tmp.str() + "/b", "b", Opt(data, 2 * kMiB));
+  ASSERT_OK(r);
+  for (size_t k = 4; k-- > 0;) {
+    Feed(**r, data, k, 0, (*r)->chunk_end(k) - (*r)->chunk_begin(k));
+    ASSERT_OK((*r)->FlushChunk(k));
+  }
+  ASSERT_OK((*r)->Commit());
+  EXPECT_EQ((*r)->bytes_read_back(), data.size() - 2 * kMiB);
+  EXPECT_EQ(Sha(ReadAll(tmp.str() + "/b")), Sha(data));
+}
+
 TEST(RangedBlobWriter, KilledProcessResumesEachChunkWhereItsJournalStops) {
   TempDir tmp;
   std::string data = PatternBytes(12 * kMiB, 3);  // chunks of 4 MiB

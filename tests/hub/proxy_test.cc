@@ -241,7 +241,7 @@ TEST(FieldB42, EveryHubAndCdnRequestGoesThroughTheProxy) {
     cdn_n += t.find("http://cdn.test:") != std::string::npos;
   }
   EXPECT_EQ(hub_n + cdn_n, targets.size());
-  EXPECT_GE(cdn_n, 4u);            // 3 ranges of a.safetensors + b.safetensors, + the resume
+  EXPECT_GE(cdn_n, 3u);            // a.safetensors (one or more ranges), b.safetensors, the resume
   EXPECT_GE(hub_n, 1u + 1u + 3u);  // revision, tree, a HEAD per file
 }
 

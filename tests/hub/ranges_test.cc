@@ -32,6 +32,24 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
+// Bytes a ranged partial's journal records (hubload/cache.h RangedBlobWriter:
+// at offset `size`, 32 bytes of magic, size and chunk size, then each chunk's
+// written length as 8 little-endian bytes), read from the file's own bytes.
+uint64_t JournalBytes(const std::string& partial, uint64_t size, uint64_t chunk) {
+  std::ifstream in(partial, std::ios::binary);
+  const uint64_t n = (size + chunk - 1) / chunk;
+  in.seekg(static_cast<std::streamoff>(size + 32));
+  std::vector<unsigned char> t(8 * n);
+  if (!in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size()))) return 0;
+  uint64_t total = 0;
+  for (uint64_t k = 0; k < n; ++k) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | t[8 * k + static_cast<uint64_t>(i)];
+    total += v;
+  }
+  return total;
+}
+
 std::string Sha(const std::string& s) { return hubload::testing::Sha256Hex(s.data(), s.size()); }
 std::string ReadAll(const fs::path& p) {
   auto b = hubload::testing::ReadFileBytes(p);
@@ -87,27 +105,49 @@ hubload::FileRequest Req(const std::string& file, const std::string& rev = "main
 TEST(Ranges, LargeFileComesInParallelRangesThatTileItExactly) {
   Fixture f(26 * kMiB + 333, 1);  // 7 chunks of 4 MiB, the last one short
   ASSERT_TRUE(f.hub);
-  TempDir cache;
-  hubload::HubClient client(Ranged(*f.hub, cache.str()));
-  auto p = client.Download(Req("model.safetensors"));
-  ASSERT_OK(p);
-  EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
-  EXPECT_TRUE(fs::is_symlink(*p));
-  auto gets = Gets(f.log, f.etag);
-  ASSERT_EQ(gets.size(), 7u);
-  std::set<std::pair<int64_t, int64_t>> ranges;
-  for (auto& g : gets) {
-    EXPECT_EQ(g.status, 206) << g.range;
-    ranges.insert(ParseRange(g.range));
+  using Order = hubload::ClientOptions::DownloadOrder;
+  for (Order order : {Order::kLoadOrder, Order::kThroughput}) {
+    SCOPED_TRACE(order == Order::kLoadOrder ? "load order" : "throughput");
+    TempDir cache;
+    auto o = Ranged(*f.hub, cache.str());
+    o.download_order = order;
+    auto before = Gets(f.log, f.etag).size();
+    hubload::HubClient client(o);
+    auto p = client.Download(Req("model.safetensors"));
+    ASSERT_OK(p);
+    EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+    EXPECT_TRUE(fs::is_symlink(*p));
+    auto all = Gets(f.log, f.etag);
+    std::vector<hubload::testing::LogLine> gets(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (auto& g : gets) {
+      EXPECT_EQ(g.status, 206) << g.range;
+      ranges.push_back(ParseRange(g.range));
+    }
+    std::sort(ranges.begin(), ranges.end());
+    if (order == Order::kLoadOrder) {
+      // One request per chunk.
+      std::vector<std::pair<int64_t, int64_t>> want;
+      for (uint64_t b = 0; b < f.data.size(); b += 4 * kMiB)
+        want.push_back({static_cast<int64_t>(b), static_cast<int64_t>(std::min<uint64_t>(b + 4 * kMiB, f.data.size()) - 1)});
+      EXPECT_EQ(ranges, want);
+    } else {
+      // Runs of whole chunks from the front, spare connections from the end:
+      // still several requests, which tile the file on chunk boundaries.
+      EXPECT_GE(ranges.size(), 2u);
+      int64_t next = 0;
+      for (auto& [a, b] : ranges) {
+        EXPECT_EQ(a, next) << "ranges overlap or leave a gap";
+        EXPECT_EQ(a % static_cast<int64_t>(4 * kMiB), 0) << a;
+        next = b + 1;
+      }
+      EXPECT_EQ(next, static_cast<int64_t>(f.data.size()));
+    }
+    EXPECT_EQ(SumBytes(gets), f.data.size());  // exactly the file on the wire
+    std::string blobs = cache.str() + "/models--org--big/blobs";
+    for (auto& e : fs::directory_iterator(blobs))
+      EXPECT_EQ(e.path().filename().string().find(".incomplete"), std::string::npos) << e.path();
   }
-  std::set<std::pair<int64_t, int64_t>> want;
-  for (uint64_t b = 0; b < f.data.size(); b += 4 * kMiB)
-    want.insert({static_cast<int64_t>(b), static_cast<int64_t>(std::min<uint64_t>(b + 4 * kMiB, f.data.size()) - 1)});
-  EXPECT_EQ(ranges, want);
-  EXPECT_EQ(SumBytes(gets), f.data.size());  // exactly the file on the wire
-  std::string blobs = cache.str() + "/models--org--big/blobs";
-  for (auto& e : fs::directory_iterator(blobs))
-    EXPECT_EQ(e.path().filename().string().find(".incomplete"), std::string::npos) << e.path();
 }
 
 TEST(Ranges, ServerIgnoringRangeCostsExactlyTheFileOnOneConnection) {
@@ -129,26 +169,38 @@ TEST(Ranges, ServerIgnoringRangeCostsExactlyTheFileOnOneConnection) {
 TEST(Ranges, DroppedRangeIsResumedWithinItsChunk) {
   Fixture f(16 * kMiB, 3);
   ASSERT_TRUE(f.hub);
-  // The first body response to the CDN path breaks after 1.5 MiB.
-  f.hub->faults().SetDropAfterBytes("models--org--big", 3 * kMiB / 2, 1);
-  TempDir cache;
-  hubload::HubClient client(Ranged(*f.hub, cache.str()));
-  auto p = client.Download(Req("model.safetensors"));
-  ASSERT_OK(p);
-  EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
-  auto gets = Gets(f.log, f.etag);
-  ASSERT_EQ(gets.size(), 5u);  // 4 chunks + 1 continuation
-  // The continuation starts inside a chunk, after whole MiBs already written.
-  int inside = 0;
-  for (auto& g : gets) {
-    auto [a, b] = ParseRange(g.range);
-    if (a % static_cast<int64_t>(4 * kMiB) != 0) {
-      ++inside;
-      EXPECT_EQ((b + 1) % static_cast<int64_t>(4 * kMiB), 0) << g.range;
+  using Order = hubload::ClientOptions::DownloadOrder;
+  for (Order order : {Order::kLoadOrder, Order::kThroughput}) {
+    SCOPED_TRACE(order == Order::kLoadOrder ? "load order" : "throughput");
+    // The first body response to the CDN path breaks after 1.5 MiB.
+    f.hub->faults().SetDropAfterBytes("models--org--big", 3 * kMiB / 2, 1);
+    TempDir cache;
+    auto o = Ranged(*f.hub, cache.str());
+    o.download_order = order;
+    auto before = Gets(f.log, f.etag).size();
+    hubload::HubClient client(o);
+    auto p = client.Download(Req("model.safetensors"));
+    ASSERT_OK(p);
+    EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+    auto all = Gets(f.log, f.etag);
+    std::vector<hubload::testing::LogLine> gets(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
+    if (order == Order::kLoadOrder) {
+      ASSERT_EQ(gets.size(), 5u);  // 4 chunks + 1 continuation
     }
+    // The continuation starts inside a chunk, after whole MiBs already
+    // written, and ends where the broken request was to end (a chunk end).
+    int inside = 0;
+    for (auto& g : gets) {
+      auto [a, b] = ParseRange(g.range);
+      if (a % static_cast<int64_t>(4 * kMiB) != 0) {
+        ++inside;
+        EXPECT_EQ((b + 1) % static_cast<int64_t>(4 * kMiB), 0) << g.range;
+      }
+    }
+    EXPECT_EQ(inside, 1);
+    EXPECT_GE(SumBytes(gets), f.data.size());
+    EXPECT_LE(SumBytes(gets), f.data.size() + 3 * kMiB / 2);
   }
-  EXPECT_EQ(inside, 1);
-  EXPECT_LE(SumBytes(gets), f.data.size() + 3 * kMiB / 2);
 }
 
 TEST(Ranges, CancelledDownloadResumesFromTheJournalOnTheNextRun) {
@@ -195,22 +247,36 @@ TEST(Ranges, AFailedDownloadLeavesNoPartialOfFilesThatGotNoByte) {
   // Every answer waits 100 ms, so b and c are prepared (their partials
   // created) while a's first range is on its way; a's bytes are refused.
   f.hub->faults().SetLatencyMs(100);
-  for (bool ranges : {true, false}) {
-    SCOPED_TRACE(ranges ? "ranges" : "one stream per file");
+  using Order = hubload::ClientOptions::DownloadOrder;
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool ranges = mode < 2;
+    SCOPED_TRACE(mode == 0 ? "ranges, load order" : mode == 1 ? "ranges, throughput" : "one stream per file");
     f.hub->faults().SetStatusForNext(f.etag, 404, 100);
     TempDir cache;
     auto o = Ranged(*f.hub, cache.str());
     if (!ranges) o.range_threshold_bytes = 0;
+    o.download_order = mode == 0 ? Order::kLoadOrder : Order::kThroughput;
     hubload::HubClient client(o);
     auto st = client.DownloadFiles("org/three", "main", hubload::RepoType::kModel,
                                    {"a.safetensors", "b.safetensors", "c.safetensors"}, {});
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.ToString().find("a.safetensors"), std::string::npos) << st.ToString();
     const std::string blobs = cache.str() + "/models--org--three/blobs";
-    if (ranges) {
+    if (mode == 0) {
+      // b and c are prepared but wait for a: none of them got a byte.
       for (const std::string& etag : {f.etag, Sha(b), Sha(c)}) {
         EXPECT_FALSE(fs::exists(blobs + "/" + etag + ".ranges.incomplete")) << etag;
         EXPECT_FALSE(fs::exists(blobs + "/" + etag)) << etag;
+      }
+    } else if (mode == 1) {
+      // b and c start beside a: a ranged partial left holds bytes in its journal.
+      EXPECT_FALSE(fs::exists(blobs + "/" + f.etag + ".ranges.incomplete"));
+      for (const std::string& etag : {Sha(b), Sha(c)}) {
+        EXPECT_FALSE(fs::exists(blobs + "/" + etag)) << etag;
+        std::string partial = blobs + "/" + etag + ".ranges.incomplete";
+        if (fs::exists(partial)) {
+          EXPECT_GT(JournalBytes(partial, 12 * kMiB, 4 * kMiB), 0u) << etag;
+        }
       }
     } else {
       // b and c stream beside a (one stream per file): what they received

@@ -154,7 +154,9 @@ TEST(Schedule, FilesCompleteInLoadOrderOnALinkSharedByAllConnections) {
   ASSERT_TRUE(r.hub);
   r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
   TempDir cache;
-  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  auto o = Opts(*r.hub, cache.str());
+  o.download_order = hubload::ClientOptions::DownloadOrder::kLoadOrder;  // no on_file_bytes: auto would not
+  hubload::HubClient client(o);
   std::mutex mu;
   std::vector<std::string> done;
   hubload::DownloadCallbacks cb;
@@ -209,6 +211,59 @@ TEST(Schedule, NoLaterFileSharesTheLinkBeforeTheEarliestIsIn) {
   for (auto& [p, data] : files) ExpectTiled(Gets(r.log, Sha(data)), data.size(), p);
 }
 
+// Without a consumer of bytes as they land (no on_file_bytes), the default
+// order is throughput: every file gets a connection at once (parallel files,
+// each file's ranges in order on one connection), so when the first file is
+// done every other one is well under way; with kLoadOrder, or with an
+// on_file_bytes consumer, none is (see the test above).
+TEST(Schedule, WithoutAConsumerEveryFileGetsAConnectionAtOnce) {
+  std::map<std::string, std::string> files;
+  const std::vector<std::string> order = {"b.safetensors", "d.safetensors", "a.safetensors", "c.safetensors"};
+  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = PatternBytes(8 * kMiB, 60 + static_cast<uint32_t>(i));
+  Repo r(files);
+  ASSERT_TRUE(r.hub);
+  r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
+  std::map<std::string, std::string> cdn_path;
+  for (auto& [p, data] : files) cdn_path[p] = "/models--org--m/" + Sha(data);
+  for (bool load_order : {false, true}) {
+    SCOPED_TRACE(load_order ? "with on_file_bytes (auto: load order)" : "default (auto: throughput)");
+    TempDir cache;
+    auto o = Opts(*r.hub, cache.str());
+    o.connections = 4;
+    hubload::HubClient client(o);
+    auto before = r.hub->server->stats();
+    std::mutex mu;
+    std::string first;
+    std::map<std::string, uint64_t> at_first_done;  // file -> body bytes started when the first file was done
+    hubload::DownloadCallbacks cb;
+    cb.on_file_done = [&](const std::string& path, const std::string&) {
+      auto stats = r.hub->server->stats();
+      std::lock_guard<std::mutex> l(mu);
+      if (!first.empty()) return;
+      first = path;
+      for (auto& [p, c] : cdn_path) at_first_done[p] = stats.body_bytes_per_path[c] - before.body_bytes_per_path[c];
+    };
+    if (load_order) cb.on_file_bytes = [](const hubload::FileBytes&) {};
+    ASSERT_OK(client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, order, cb));
+    ASSERT_EQ(at_first_done.size(), files.size());
+    if (load_order) {
+      // The earliest file first; the next one may have started its chunks, no later one has.
+      EXPECT_EQ(first, order[0]);
+      for (size_t i = 2; i < order.size(); ++i) EXPECT_LE(at_first_done[order[i]], kMiB) << order[i];
+    } else {
+      for (auto& p : order) {
+        if (p != first) {
+          EXPECT_GE(at_first_done[p], 4 * kMiB) << p << " when " << first << " was done";
+        }
+      }
+    }
+    for (auto& [p, data] : files) {
+      auto b = hubload::testing::ReadFileBytes(cache.path() / "models--org--m/blobs" / Sha(data));
+      EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data)) << p;
+    }
+  }
+}
+
 TEST(Schedule, ServerIgnoringRangeMovesExactlyEachFilesBytes) {
   std::map<std::string, std::string> files = {{"x.safetensors", PatternBytes(5 * kMiB + 7, 1)},
                                               {"y.safetensors", PatternBytes(3 * kMiB, 2)},
@@ -237,21 +292,31 @@ TEST(Schedule, DroppedRangeOfALaterFileIsResumedInsideItsChunk) {
   Repo r(files);
   ASSERT_TRUE(r.hub);
   const std::string sha_b = Sha(files["b.safetensors"]);
-  r.hub->faults().SetDropAfterBytes(sha_b, kMiB / 2, 1);  // first body of b breaks after 512 KiB
-  TempDir cache;
-  hubload::HubClient client(Opts(*r.hub, cache.str()));
-  auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"a.safetensors", "b.safetensors"}, {});
-  ASSERT_OK(st);
-  auto gets = Gets(r.log, sha_b);
-  ASSERT_EQ(gets.size(), 7u);  // 6 chunks + 1 continuation
-  int inside = 0;
-  for (auto& g : gets)
-    if (ParseRange(g.range).first % static_cast<int64_t>(kMiB) != 0) ++inside;
-  EXPECT_EQ(inside, 1);
-  EXPECT_GE(SumBytes(gets), files["b.safetensors"].size());
-  EXPECT_LE(SumBytes(gets), files["b.safetensors"].size() + kMiB / 2);
-  auto b = hubload::testing::ReadFileBytes(cache.path() / "models--org--m/blobs" / sha_b);
-  EXPECT_EQ(Sha(std::string(b.begin(), b.end())), sha_b);
+  using Order = hubload::ClientOptions::DownloadOrder;
+  for (Order order : {Order::kLoadOrder, Order::kThroughput}) {
+    SCOPED_TRACE(order == Order::kLoadOrder ? "load order" : "throughput");
+    r.hub->faults().SetDropAfterBytes(sha_b, kMiB / 2, 1);  // first body of b breaks after 512 KiB
+    TempDir cache;
+    auto o = Opts(*r.hub, cache.str());
+    o.download_order = order;
+    auto before = Gets(r.log, sha_b).size();
+    hubload::HubClient client(o);
+    auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"a.safetensors", "b.safetensors"}, {});
+    ASSERT_OK(st);
+    auto all = Gets(r.log, sha_b);
+    std::vector<hubload::testing::LogLine> gets(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
+    if (order == Order::kLoadOrder) {
+      ASSERT_EQ(gets.size(), 7u);  // 6 chunks + 1 continuation
+    }
+    int inside = 0;
+    for (auto& g : gets)
+      if (ParseRange(g.range).first % static_cast<int64_t>(kMiB) != 0) ++inside;
+    EXPECT_EQ(inside, 1);
+    EXPECT_GE(SumBytes(gets), files["b.safetensors"].size());
+    EXPECT_LE(SumBytes(gets), files["b.safetensors"].size() + kMiB / 2);
+    auto b = hubload::testing::ReadFileBytes(cache.path() / "models--org--m/blobs" / sha_b);
+    EXPECT_EQ(Sha(std::string(b.begin(), b.end())), sha_b);
+  }
 }
 
 TEST(Schedule, ThrottlingServerStillDeliversEveryFile) {
