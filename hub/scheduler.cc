@@ -238,11 +238,11 @@ class Scheduler {
   }
 
   // Chunks one request of the throughput order covers from a file's first
-  // missing byte: the file's share of the connections (their limit over the
-  // files left) splits what it has left, and a run is at most 64 MiB. So with
-  // at least as many files as connections a file of 64 MiB is one GET (the
-  // server's read-ahead and the sha256 follow one stream), and with fewer
-  // files the spare connections find chunks to take from the end.
+  // missing byte. With at least as many files left as connections, a file has
+  // its one connection: a run of up to 64 MiB, so a file of that size is one
+  // GET (the server's read-ahead and the sha256 follow one stream). With fewer
+  // files, spare connections share the file: one chunk per request, as in
+  // load order, so the front is never the longest request.
   size_t RunChunksLocked(const Job& j) const {
     size_t files_left = jobs_.size() - frontier_;
     for (size_t i = frontier_; i < jobs_.size() && i < frontier_ + lookahead_; ++i)
@@ -251,7 +251,7 @@ class Scheduler {
     const size_t left = j.rw->num_chunks() - std::min(j.next_chunk, j.rw->num_chunks());
     const uint64_t chunk = std::max<uint64_t>(1, j.rw->chunk_end(0) - j.rw->chunk_begin(0));
     const size_t cap = static_cast<size_t>(std::max<uint64_t>(1, (64ull << 20) / chunk));
-    return std::max<size_t>(1, std::min(cap, (left + share - 1) / share));
+    return share > 1 ? 1 : std::max<size_t>(1, std::min(cap, left));
   }
 
   // The last chunk of j not handed out and not complete (spare connections
