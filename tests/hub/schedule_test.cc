@@ -260,6 +260,17 @@ TEST(Schedule, WithoutAConsumerEveryFileGetsAConnectionAtOnce) {
     for (auto& [p, data] : files) {
       auto b = hubload::testing::ReadFileBytes(cache.path() / "models--org--m/blobs" / Sha(data));
       EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data)) << p;
+      // Throughput order, as many files as connections: each file is one
+      // request for all of its bytes (a run of its 8 chunks), as one GET per
+      // file would be; load order asks for one chunk per request.
+      auto gets = Gets(r.log, Sha(data));
+      std::vector<hubload::testing::LogLine> mine(gets.end() - static_cast<std::ptrdiff_t>(load_order ? 8 : 1),
+                                                  gets.end());
+      if (!load_order) {
+        ASSERT_EQ(mine.size(), 1u) << p;
+        EXPECT_EQ(ParseRange(mine[0].range), std::make_pair(int64_t{0}, static_cast<int64_t>(data.size()) - 1)) << p;
+      }
+      for (auto& g : mine) EXPECT_EQ(g.status, 206) << p;
     }
   }
 }
