@@ -211,6 +211,38 @@ class Scheduler {
 
   std::optional<Task> TakeLocked() { return load_order_ ? TakeLoadOrderLocked() : TakeThroughputLocked(); }
 
+  // Scans the window in file order for work. What both orders share: an
+  // earlier file still being prepared is about to be ready, so nothing later
+  // starts before it (whichever HEAD answered first would otherwise take the
+  // link; the scan stops, *stopped = true), unless its preparation waits for
+  // another process (kPrepareGrace); a single-stream file not started yet is
+  // the task. For a ready ranged file `ranged(j, i, &stop)` decides: a task,
+  // or none, with stop = true to end the scan there.
+  template <class Ranged>
+  std::optional<Task> ScanWindowLocked(Ranged&& ranged, bool* stopped) {
+    *stopped = true;
+    const size_t end = std::min(jobs_.size(), frontier_ + lookahead_);
+    for (size_t i = frontier_; i < end; ++i) {
+      Job& j = *jobs_[i];
+      if (j.st == Job::St::kWaiting) return std::nullopt;
+      if (j.st == Job::St::kPreparing) {
+        if (Clock::now() - j.prepare_start < kPrepareGrace) return std::nullopt;
+        continue;
+      }
+      if (j.st != Job::St::kReady) continue;
+      if (!j.rw) {
+        if (j.single_taken) continue;
+        j.single_taken = true;
+        return Task{Task::Kind::kSingle, i};
+      }
+      bool stop = false;
+      if (auto t = ranged(j, i, &stop)) return t;
+      if (stop) return std::nullopt;
+    }
+    *stopped = false;
+    return std::nullopt;
+  }
+
   // Hands chunk k of ranged file j to a connection, with the chunks after it
   // up to `run` in all (those not handed out yet, not complete) in the same
   // request.
@@ -269,25 +301,18 @@ class Scheduler {
   // hashed from memory); then, when every file that can start has one, spare
   // connections take the last chunk left of the earliest unfinished file.
   std::optional<Task> TakeThroughputLocked() {
+    bool stopped = false;
+    auto t = ScanWindowLocked(
+        [this](Job& j, size_t i, bool*) -> std::optional<Task> {
+          if (j.fallback || j.front_busy) return std::nullopt;
+          if (!j.probe_sent) return StartRangedLocked(j, i, RunChunksLocked(j));
+          if (!j.probe_ok) return std::nullopt;  // answered whole (streaming) or about to fall back
+          if (auto k = NextChunkLocked(j)) return TakeRunLocked(j, i, *k, RunChunksLocked(j), false, /*front=*/true);
+          return std::nullopt;
+        },
+        &stopped);
+    if (t || stopped) return t;
     const size_t end = std::min(jobs_.size(), frontier_ + lookahead_);
-    for (size_t i = frontier_; i < end; ++i) {
-      Job& j = *jobs_[i];
-      if (j.st == Job::St::kWaiting) return std::nullopt;  // started in order: nothing later before it
-      if (j.st == Job::St::kPreparing) {
-        if (Clock::now() - j.prepare_start < kPrepareGrace) return std::nullopt;
-        continue;
-      }
-      if (j.st != Job::St::kReady) continue;
-      if (!j.rw) {
-        if (j.single_taken) continue;
-        j.single_taken = true;
-        return Task{Task::Kind::kSingle, i};
-      }
-      if (j.fallback || j.front_busy) continue;
-      if (!j.probe_sent) return StartRangedLocked(j, i, RunChunksLocked(j));
-      if (!j.probe_ok) continue;  // answered whole (streaming) or about to fall back
-      if (auto k = NextChunkLocked(j)) return TakeRunLocked(j, i, *k, RunChunksLocked(j), false, /*front=*/true);
-    }
     for (size_t i = frontier_; i < end; ++i) {
       Job& j = *jobs_[i];
       if (j.st != Job::St::kReady || !j.rw || j.fallback || !j.probe_ok) continue;
@@ -299,41 +324,30 @@ class Scheduler {
 
   // ClientOptions::DownloadOrder::kLoadOrder.
   std::optional<Task> TakeLoadOrderLocked() {
-    const size_t end = std::min(jobs_.size(), frontier_ + lookahead_);
-    for (size_t i = frontier_; i < end; ++i) {
-      Job& j = *jobs_[i];
-      // An earlier file still being prepared is about to be ready: nothing
-      // later starts before it (whichever HEAD answered first would otherwise
-      // take the link), unless its preparation waits for another process.
-      if (j.st == Job::St::kWaiting) return std::nullopt;
-      if (j.st == Job::St::kPreparing) {
-        if (Clock::now() - j.prepare_start < kPrepareGrace) return std::nullopt;
-        continue;
-      }
-      if (j.st != Job::St::kReady) continue;
-      if (!j.rw) {
-        if (j.single_taken) continue;
-        j.single_taken = true;
-        return Task{Task::Kind::kSingle, i};
-      }
-      if (j.fallback) continue;
-      if (!j.probe_sent) return StartRangedLocked(j, i, 1);
-      // Until the earliest file's first range is answered nothing later starts:
-      // on a shared link a later file would slow the earlier one down (it is
-      // one round trip; a 200 answer frees the other connections at once).
-      if (!j.probe_ok) {
-        if (j.streaming_whole || j.fallback) continue;
-        return std::nullopt;
-      }
-      if (j.inflight >= s_.opt.max_ranges_per_file) continue;
-      if (auto k = NextChunkLocked(j)) return TakeRunLocked(j, i, *k, 1, false, false);
-      // Every chunk is handed out: the next file starts once they are all in
-      // (a free connection waits), so on a shared link the earliest file keeps
-      // the whole link to its last byte. On a link capped per connection the
-      // chunks of one wave end together; only stragglers leave one idle.
-      if (j.inflight > 0) return std::nullopt;
-    }
-    return std::nullopt;
+    bool stopped = false;
+    return ScanWindowLocked(
+        [this](Job& j, size_t i, bool* stop) -> std::optional<Task> {
+          if (j.fallback) return std::nullopt;
+          if (!j.probe_sent) return StartRangedLocked(j, i, 1);
+          // Until the earliest file's first range is answered nothing later
+          // starts: on a shared link a later file would slow the earlier one
+          // down (it is one round trip; a 200 answer frees the other
+          // connections at once).
+          if (!j.probe_ok) {
+            *stop = !j.streaming_whole;
+            return std::nullopt;
+          }
+          if (j.inflight >= s_.opt.max_ranges_per_file) return std::nullopt;
+          if (auto k = NextChunkLocked(j)) return TakeRunLocked(j, i, *k, 1, false, false);
+          // Every chunk is handed out: the next file starts once they are all
+          // in (a free connection waits), so on a shared link the earliest
+          // file keeps the whole link to its last byte. On a link capped per
+          // connection the chunks of one wave end together; only stragglers
+          // leave one idle.
+          *stop = j.inflight > 0;
+          return std::nullopt;
+        },
+        &stopped);
   }
 
   FileIo IoFor(Job& j) {

@@ -45,7 +45,8 @@ struct Repo {
   std::unique_ptr<TestHub> hub;
   std::map<std::string, std::string> files;
   std::string commit;
-  explicit Repo(std::map<std::string, std::string> f) : files(std::move(f)) {
+  /// `total_bytes_per_s` > 0: every connection shares that link (one uplink).
+  explicit Repo(std::map<std::string, std::string> f, uint64_t total_bytes_per_s = 0) : files(std::move(f)) {
     hubload::server::ServerOptions so;
     so.access_log = log;
     so.threads = 4;
@@ -53,6 +54,7 @@ struct Repo {
     hubload::server::CreateRepoOptions ro;
     ro.lfs_threshold_bytes = 1024;
     if (hub) commit = hub->AddRepo("org/m", files, ro);
+    if (hub && total_bytes_per_s > 0) hub->faults().SetTotalBandwidthBytesPerSec(total_bytes_per_s);
   }
 };
 
@@ -67,6 +69,13 @@ hubload::ClientOptions Opts(const TestHub& hub, const std::string& cache) {
   o.range_threshold_bytes = kMiB;
   o.range_chunk_bytes = kMiB;
   return o;
+}
+
+// Files of 8 MiB named in `order`, file i holding PatternBytes(seed + i).
+std::map<std::string, std::string> EightMiBFiles(const std::vector<std::string>& order, uint32_t seed) {
+  std::map<std::string, std::string> files;
+  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = PatternBytes(8 * kMiB, seed + static_cast<uint32_t>(i));
+  return files;
 }
 
 // Checks that the GETs of one blob tile [0, size) exactly once.
@@ -147,12 +156,10 @@ struct Recorder {
 TEST(Schedule, FilesCompleteInLoadOrderOnALinkSharedByAllConnections) {
   // Four 8 MiB files on a server whose connections share 16 MiB/s in total
   // (one uplink): given in an order that is neither sorted nor the tree's.
-  std::map<std::string, std::string> files;
   const std::vector<std::string> order = {"c.safetensors", "a.safetensors", "d.safetensors", "b.safetensors"};
-  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = PatternBytes(8 * kMiB, 10 + static_cast<uint32_t>(i));
-  Repo r(files);
+  Repo r(EightMiBFiles(order, 10), 16 * kMiB);  // a link of 16 MiB/s shared by all connections
   ASSERT_TRUE(r.hub);
-  r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
+  const auto& files = r.files;
   TempDir cache;
   auto o = Opts(*r.hub, cache.str());
   o.download_order = hubload::ClientOptions::DownloadOrder::kLoadOrder;  // no on_file_bytes: auto would not
@@ -181,12 +188,10 @@ TEST(Schedule, FilesCompleteInLoadOrderOnALinkSharedByAllConnections) {
 // request's planned body bytes when it starts). Files of 8 chunks on the
 // adaptive connection count, given out of name order.
 TEST(Schedule, NoLaterFileSharesTheLinkBeforeTheEarliestIsIn) {
-  std::map<std::string, std::string> files;
   const std::vector<std::string> order = {"d.safetensors", "b.safetensors", "c.safetensors", "a.safetensors"};
-  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = PatternBytes(8 * kMiB, 40 + static_cast<uint32_t>(i));
-  Repo r(files);
+  Repo r(EightMiBFiles(order, 40), 16 * kMiB);  // a link of 16 MiB/s shared by all connections
   ASSERT_TRUE(r.hub);
-  r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
+  const auto& files = r.files;
   std::map<std::string, std::string> cdn_path;  // file -> its path on the CDN listener
   for (auto& [p, data] : files) cdn_path[p] = "/models--org--m/" + Sha(data);
   TempDir cache;
@@ -217,12 +222,10 @@ TEST(Schedule, NoLaterFileSharesTheLinkBeforeTheEarliestIsIn) {
 // done every other one is well under way; with kLoadOrder, or with an
 // on_file_bytes consumer, none is (see the test above).
 TEST(Schedule, WithoutAConsumerEveryFileGetsAConnectionAtOnce) {
-  std::map<std::string, std::string> files;
   const std::vector<std::string> order = {"b.safetensors", "d.safetensors", "a.safetensors", "c.safetensors"};
-  for (size_t i = 0; i < order.size(); ++i) files[order[i]] = PatternBytes(8 * kMiB, 60 + static_cast<uint32_t>(i));
-  Repo r(files);
+  Repo r(EightMiBFiles(order, 60), 16 * kMiB);  // a link of 16 MiB/s shared by all connections
   ASSERT_TRUE(r.hub);
-  r.hub->faults().SetTotalBandwidthBytesPerSec(16 * kMiB);
+  const auto& files = r.files;
   std::map<std::string, std::string> cdn_path;
   for (auto& [p, data] : files) cdn_path[p] = "/models--org--m/" + Sha(data);
   for (bool load_order : {false, true}) {
