@@ -20,10 +20,13 @@
 // speed of the whole link. Single-stream files (small ones, or a server that
 // ignores Range) do not hold later files back.
 // Throughput (kThroughput): a free connection first gives a connection to
-// the earliest file that has none (a new file, or the next chunk of a ranged
-// file whose previous chunk is in: its bytes arrive in order and are hashed
-// from memory); only when every file that can start has one do free
-// connections join the earliest unfinished file's remaining chunks.
+// the earliest file that has none in flight from its first missing byte (a
+// new file, or the chunks after its previous request: its bytes arrive in
+// order and are hashed from memory). With at least as many files left as
+// connections that request is a run of chunks of up to 64 MiB (a 64 MiB file
+// is one GET); with fewer it is one chunk. Only when every file that can
+// start has a connection do free connections take the last chunks left of
+// the earliest unfinished file, from its end.
 // A file is verified (size, sha256 inline) and renamed into blobs/ by the
 // thread that finished its last byte, which stops counting as a connection
 // first (there is one connection thread more than connections): the next
