@@ -173,8 +173,9 @@ Result<std::unique_ptr<RangedBlobWriter>> OpenRanged(const Session& s, const Fet
 /// complete (resumed at the first incomplete byte after connection errors).
 /// `probe`: the first request of the file — a 200 answer (Range ignored) is
 /// then the whole file, spread over every chunk (*whole = true); without
-/// `probe` a 200 is kUnsupported "RangesUnusable"; a body longer than the
-/// range asked is kCorruptDownload "SizeMismatch". `on_answer(true)` runs when the answer is a fitting
+/// `probe` a 200 is kUnsupported "RangesUnusable", and so is a body longer
+/// than the range asked for (nothing past the range is written: those bytes
+/// belong to another request). `on_answer(true)` runs when the answer is a fitting
 /// 206, `on_answer(false)` when a probe's answer is the whole file (200).
 /// Returns OK early when `stop()` turns true.
 Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, size_t k_end, bool probe, const FetchTarget& t,

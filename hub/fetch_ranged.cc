@@ -24,7 +24,7 @@ struct ChunkSink : BodySink {
   RangedBlobWriter* w = nullptr;
   uint64_t b = 0, end = 0, size = 0, pos = 0;
   uint64_t gen = 0;  // generation of the signed URL asked
-  bool probe = false, whole = false, mismatch = false, overflow = false;
+  bool probe = false, whole = false, mismatch = false;
   const FetchTarget* t = nullptr;
   FileIo* io = nullptr;
   const std::function<bool()>* stop = nullptr;
@@ -71,8 +71,8 @@ struct ChunkSink : BodySink {
   bool OnData(const char* d, size_t len) override {
     if ((*stop)()) return false;
     if (pos == b && t->signed_url) t->signed_url->MarkProductive(gen);
-    if (len > end - pos) {  // more than the range asked for: the next bytes belong to another connection
-      overflow = true;
+    if (len > end - pos) {  // more than the range asked for (the next bytes belong to another request)
+      mismatch = true;
       return false;
     }
     size_t n = len;
@@ -148,11 +148,6 @@ Status FetchChunk(const Session& s, RangedBlobWriter& w, size_t k, size_t k_end,
     Status fl = sink.whole || sink.pos >= sink.end ? Status::Ok() : w.FlushChunk(sink.ChunkOf(sink.pos));
     if (!sink.err.ok()) return sink.err;
     if (!fl.ok()) return fl;
-    if (sink.overflow)
-      return Status(Code::kCorruptDownload,
-                    "the server sent more than the " + std::to_string(e - b) + " bytes asked for (bytes " +
-                        std::to_string(b) + "-" + std::to_string(e - 1) + ") of '" + ctx.file + "'",
-                    reason::kSizeMismatch, ctx);
     if (!sink.whole && io.bytes)
       io.bytes->Update(w.fd(), w.partial_path(), w.contiguous_bytes(), static_cast<int64_t>(size), false);
     if (sink.got() > 0) renewed_idle = 0;

@@ -100,17 +100,26 @@ hubload::FileRequest Req(const std::string& file, const std::string& rev = "main
   return r;
 }
 
+using Order = hubload::ClientOptions::DownloadOrder;
+constexpr Order kBothOrders[] = {Order::kLoadOrder, Order::kThroughput};
+const char* OrderName(Order o) { return o == Order::kLoadOrder ? "load order" : "throughput"; }
+
+// Ranged() with ClientOptions::download_order = `order`.
+hubload::ClientOptions RangedIn(Order order, const TestHub& hub, const std::string& cache) {
+  auto o = Ranged(hub, cache);
+  o.download_order = order;
+  return o;
+}
+
 }  // namespace
 
 TEST(Ranges, LargeFileComesInParallelRangesThatTileItExactly) {
   Fixture f(26 * kMiB + 333, 1);  // 7 chunks of 4 MiB, the last one short
   ASSERT_TRUE(f.hub);
-  using Order = hubload::ClientOptions::DownloadOrder;
-  for (Order order : {Order::kLoadOrder, Order::kThroughput}) {
-    SCOPED_TRACE(order == Order::kLoadOrder ? "load order" : "throughput");
+  for (Order order : kBothOrders) {
+    SCOPED_TRACE(OrderName(order));
     TempDir cache;
-    auto o = Ranged(*f.hub, cache.str());
-    o.download_order = order;
+    auto o = RangedIn(order, *f.hub, cache.str());
     o.connections = 4;
     auto before = Gets(f.log, f.etag).size();
     hubload::HubClient client(o);
@@ -140,6 +149,65 @@ TEST(Ranges, LargeFileComesInParallelRangesThatTileItExactly) {
   }
 }
 
+// A transport whose answers to ranged GETs carry their first piece of body
+// twice: a 206 body longer than the range asked for (a broken proxy or
+// server). Other requests pass through.
+class OverlongRangeTransport : public hubload::HttpTransport {
+ public:
+  explicit OverlongRangeTransport(std::shared_ptr<hubload::HttpTransport> inner) : inner_(std::move(inner)) {}
+  hubload::Result<hubload::HttpResponse> Send(const hubload::HttpRequest& req, hubload::BodySink* sink) override {
+    bool ranged = false;
+    for (auto& [k, v] : req.headers) ranged = ranged || k == "Range";
+    if (!ranged || sink == nullptr) return inner_->Send(req, sink);
+    struct Twice : hubload::BodySink {
+      hubload::BodySink* out = nullptr;
+      bool doubled = false;
+      bool OnResponseStart(const hubload::HttpResponse& h) override { return out->OnResponseStart(h); }
+      bool OnData(const char* d, size_t n) override {
+        if (!doubled) {
+          doubled = true;
+          if (!out->OnData(d, n)) return false;
+        }
+        return out->OnData(d, n);
+      }
+    } twice;
+    twice.out = sink;
+    return inner_->Send(req, &twice);
+  }
+
+ private:
+  std::shared_ptr<hubload::HttpTransport> inner_;
+};
+
+// A range answered with more bytes than asked for never writes past the
+// range (into bytes of another request): ranges are unusable, and the file is
+// fetched again as one stream (no Range: the transport passes it through
+// whole), with the exact bytes. In load order (one chunk per request) and in
+// throughput order with one connection, whose first request is a run of 16
+// chunks that ends before the file does (17 chunks).
+TEST(Ranges, AnOverlongRangeAnswerFallsBackToOneStream) {
+  Fixture f(66 * kMiB, 9);  // 16 chunks of 4 MiB + 2 MiB
+  ASSERT_TRUE(f.hub);
+  for (Order order : kBothOrders) {
+    SCOPED_TRACE(OrderName(order));
+    TempDir cache;
+    auto o = RangedIn(order, *f.hub, cache.str());
+    o.connections = 1;
+    o.transport = std::make_shared<OverlongRangeTransport>(hubload::MakeCurlTransport(o.transport_options));
+    auto before = Gets(f.log, f.etag).size();
+    hubload::HubClient client(o);
+    auto p = client.Download(Req("model.safetensors"));
+    ASSERT_OK(p);
+    EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
+    auto all = Gets(f.log, f.etag);
+    ASSERT_GT(all.size(), before);
+    EXPECT_EQ(all.back().status, 200) << "the last GET is the whole file on one stream";
+    EXPECT_EQ(all.back().bytes, f.data.size());
+    for (auto& e : fs::directory_iterator(cache.str() + "/models--org--big/blobs"))
+      EXPECT_EQ(e.path().filename().string().find(".incomplete"), std::string::npos) << e.path();
+  }
+}
+
 TEST(Ranges, ServerIgnoringRangeCostsExactlyTheFileOnOneConnection) {
   // performance.md S9: detect 200 on the first range and stream the whole file from it.
   Fixture f(18 * kMiB + 5, 2);
@@ -159,14 +227,12 @@ TEST(Ranges, ServerIgnoringRangeCostsExactlyTheFileOnOneConnection) {
 TEST(Ranges, DroppedRangeIsResumedWithinItsChunk) {
   Fixture f(16 * kMiB, 3);
   ASSERT_TRUE(f.hub);
-  using Order = hubload::ClientOptions::DownloadOrder;
-  for (Order order : {Order::kLoadOrder, Order::kThroughput}) {
-    SCOPED_TRACE(order == Order::kLoadOrder ? "load order" : "throughput");
+  for (Order order : kBothOrders) {
+    SCOPED_TRACE(OrderName(order));
     // The first body response to the CDN path breaks after 1.5 MiB.
     f.hub->faults().SetDropAfterBytes("models--org--big", 3 * kMiB / 2, 1);
     TempDir cache;
-    auto o = Ranged(*f.hub, cache.str());
-    o.download_order = order;
+    auto o = RangedIn(order, *f.hub, cache.str());
     auto before = Gets(f.log, f.etag).size();
     hubload::HubClient client(o);
     auto p = client.Download(Req("model.safetensors"));
@@ -237,7 +303,6 @@ TEST(Ranges, AFailedDownloadLeavesNoPartialOfFilesThatGotNoByte) {
   // Every answer waits 100 ms, so b and c are prepared (their partials
   // created) while a's first range is on its way; a's bytes are refused.
   f.hub->faults().SetLatencyMs(100);
-  using Order = hubload::ClientOptions::DownloadOrder;
   for (int mode = 0; mode < 3; ++mode) {
     const bool ranges = mode < 2;
     SCOPED_TRACE(mode == 0 ? "ranges, load order" : mode == 1 ? "ranges, throughput" : "one stream per file");
