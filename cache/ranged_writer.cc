@@ -225,8 +225,9 @@ struct RangedBlobWriter::Impl {
     // (not hashed here), or the next chunk's once this one is complete. A
     // writer of the next chunk that published before our cursor reached it
     // woke the hasher itself; Commit hashes whatever is left in any case.
-    if (!published || (now == End(k) - Begin(k) && k + 1 < n && chunks[k + 1].flushed.load(std::memory_order_acquire) > 0))
-      Wake();
+    const bool next_waits = now == End(k) - Begin(k) && k + 1 < n &&
+                            chunks[k + 1].flushed.load(std::memory_order_acquire) > 0;
+    if (!published || next_waits) Wake();
     return Status::Ok();
   }
   Status Flush(size_t k, const std::string& path) {

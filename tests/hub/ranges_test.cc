@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "access_log.h"
+#include "first_piece_transport.h"
 #include "hubload/hub.h"
 #include "hubload/reasons.h"
 #include "testing/hub_server.h"
@@ -104,11 +105,24 @@ using Order = hubload::ClientOptions::DownloadOrder;
 constexpr Order kBothOrders[] = {Order::kLoadOrder, Order::kThroughput};
 const char* OrderName(Order o) { return o == Order::kLoadOrder ? "load order" : "throughput"; }
 
-// Ranged() with ClientOptions::download_order = `order`.
-hubload::ClientOptions RangedIn(Order order, const TestHub& hub, const std::string& cache) {
+// Ranged() with ClientOptions::download_order = `order` and `connections` pinned (0: adaptive).
+hubload::ClientOptions RangedIn(Order order, const TestHub& hub, const std::string& cache, int connections = 0) {
   auto o = Ranged(hub, cache);
   o.download_order = order;
+  o.connections = connections;
   return o;
+}
+
+// Downloads the fixture's model.safetensors with `o` into `*path`; returns
+// the GET lines of its blob that this call added to the access log.
+std::vector<hubload::testing::LogLine> DownloadLogged(const Fixture& f, const hubload::ClientOptions& o,
+                                                      hubload::Result<std::string>* path) {
+  auto before = Gets(f.log, f.etag).size();
+  hubload::HubClient client(o);
+  *path = client.Download(Req("model.safetensors"));
+  auto all = Gets(f.log, f.etag);
+  return std::vector<hubload::testing::LogLine>(all.begin() + static_cast<std::ptrdiff_t>(std::min(before, all.size())),
+                                                all.end());
 }
 
 }  // namespace
@@ -119,16 +133,12 @@ TEST(Ranges, LargeFileComesInParallelRangesThatTileItExactly) {
   for (Order order : kBothOrders) {
     SCOPED_TRACE(OrderName(order));
     TempDir cache;
-    auto o = RangedIn(order, *f.hub, cache.str());
-    o.connections = 4;
-    auto before = Gets(f.log, f.etag).size();
-    hubload::HubClient client(o);
-    auto p = client.Download(Req("model.safetensors"));
+    auto o = RangedIn(order, *f.hub, cache.str(), 4);
+    hubload::Result<std::string> p = std::string();
+    auto gets = DownloadLogged(f, o, &p);
     ASSERT_OK(p);
     EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
     EXPECT_TRUE(fs::is_symlink(*p));
-    auto all = Gets(f.log, f.etag);
-    std::vector<hubload::testing::LogLine> gets(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
     std::vector<std::pair<int64_t, int64_t>> ranges;
     for (auto& g : gets) {
       EXPECT_EQ(g.status, 206) << g.range;
@@ -149,36 +159,6 @@ TEST(Ranges, LargeFileComesInParallelRangesThatTileItExactly) {
   }
 }
 
-// A transport whose answers to ranged GETs carry their first piece of body
-// twice: a 206 body longer than the range asked for (a broken proxy or
-// server). Other requests pass through.
-class OverlongRangeTransport : public hubload::HttpTransport {
- public:
-  explicit OverlongRangeTransport(std::shared_ptr<hubload::HttpTransport> inner) : inner_(std::move(inner)) {}
-  hubload::Result<hubload::HttpResponse> Send(const hubload::HttpRequest& req, hubload::BodySink* sink) override {
-    bool ranged = false;
-    for (auto& [k, v] : req.headers) ranged = ranged || k == "Range";
-    if (!ranged || sink == nullptr) return inner_->Send(req, sink);
-    struct Twice : hubload::BodySink {
-      hubload::BodySink* out = nullptr;
-      bool doubled = false;
-      bool OnResponseStart(const hubload::HttpResponse& h) override { return out->OnResponseStart(h); }
-      bool OnData(const char* d, size_t n) override {
-        if (!doubled) {
-          doubled = true;
-          if (!out->OnData(d, n)) return false;
-        }
-        return out->OnData(d, n);
-      }
-    } twice;
-    twice.out = sink;
-    return inner_->Send(req, &twice);
-  }
-
- private:
-  std::shared_ptr<hubload::HttpTransport> inner_;
-};
-
 // A range answered with more bytes than asked for never writes past the
 // range (into bytes of another request): ranges are unusable, and the file is
 // fetched again as one stream (no Range: the transport passes it through
@@ -191,18 +171,24 @@ TEST(Ranges, AnOverlongRangeAnswerFallsBackToOneStream) {
   for (Order order : kBothOrders) {
     SCOPED_TRACE(OrderName(order));
     TempDir cache;
-    auto o = RangedIn(order, *f.hub, cache.str());
-    o.connections = 1;
-    o.transport = std::make_shared<OverlongRangeTransport>(hubload::MakeCurlTransport(o.transport_options));
-    auto before = Gets(f.log, f.etag).size();
-    hubload::HubClient client(o);
-    auto p = client.Download(Req("model.safetensors"));
+    auto o = RangedIn(order, *f.hub, cache.str(), 1);
+    // Answers to ranged GETs carry their first piece twice: a 206 body longer
+    // than the range asked for (a broken proxy or server).
+    o.transport = std::make_shared<hubload::testing::FirstPieceTransport>(
+        hubload::MakeCurlTransport(o.transport_options),
+        [](const hubload::HttpRequest& req) {
+          for (auto& [k, v] : req.headers)
+            if (k == "Range") return true;
+          return false;
+        },
+        [](const char* d, size_t n, hubload::BodySink* out) { return out->OnData(d, n) && out->OnData(d, n); });
+    hubload::Result<std::string> p = std::string();
+    auto gets = DownloadLogged(f, o, &p);
     ASSERT_OK(p);
     EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
-    auto all = Gets(f.log, f.etag);
-    ASSERT_GT(all.size(), before);
-    EXPECT_EQ(all.back().status, 200) << "the last GET is the whole file on one stream";
-    EXPECT_EQ(all.back().bytes, f.data.size());
+    ASSERT_FALSE(gets.empty());
+    EXPECT_EQ(gets.back().status, 200) << "the last GET is the whole file on one stream";
+    EXPECT_EQ(gets.back().bytes, f.data.size());
     for (auto& e : fs::directory_iterator(cache.str() + "/models--org--big/blobs"))
       EXPECT_EQ(e.path().filename().string().find(".incomplete"), std::string::npos) << e.path();
   }
@@ -233,13 +219,10 @@ TEST(Ranges, DroppedRangeIsResumedWithinItsChunk) {
     f.hub->faults().SetDropAfterBytes("models--org--big", 3 * kMiB / 2, 1);
     TempDir cache;
     auto o = RangedIn(order, *f.hub, cache.str());
-    auto before = Gets(f.log, f.etag).size();
-    hubload::HubClient client(o);
-    auto p = client.Download(Req("model.safetensors"));
+    hubload::Result<std::string> p = std::string();
+    auto gets = DownloadLogged(f, o, &p);
     ASSERT_OK(p);
     EXPECT_EQ(Sha(ReadAll(*p)), f.etag);
-    auto all = Gets(f.log, f.etag);
-    std::vector<hubload::testing::LogLine> gets(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
     if (order == Order::kLoadOrder) {
       ASSERT_EQ(gets.size(), 5u);  // 4 chunks + 1 continuation
     }

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "access_log.h"
+#include "first_piece_transport.h"
 #include "hubload/hub.h"
 #include "hubload/reasons.h"
 #include "testing/hub_server.h"
@@ -501,39 +502,6 @@ TEST(FileBytes, RangedRestartAfterAHashMismatchUsesANewInode) {
   EXPECT_EQ(Sha(std::string(b.begin(), b.end())), Sha(data));
 }
 
-namespace {
-
-// Flips one byte of every streamed body whose URL contains `needle` (a mirror
-// or proxy that corrupts bytes without changing the length).
-class Corrupting : public hubload::HttpTransport {
- public:
-  Corrupting(std::shared_ptr<hubload::HttpTransport> inner, std::string needle)
-      : inner_(std::move(inner)), needle_(std::move(needle)) {}
-  hubload::Result<hubload::HttpResponse> Send(const hubload::HttpRequest& req, hubload::BodySink* sink) override {
-    if (!sink || req.url.find(needle_) == std::string::npos) return inner_->Send(req, sink);
-    struct Flip : hubload::BodySink {
-      hubload::BodySink* inner;
-      bool done = false;
-      bool OnResponseStart(const hubload::HttpResponse& h) override { return inner->OnResponseStart(h); }
-      bool OnData(const char* d, size_t n) override {
-        if (done || n == 0) return inner->OnData(d, n);
-        std::string copy(d, n);
-        copy[0] ^= 0x20;
-        done = true;
-        return inner->OnData(copy.data(), copy.size());
-      }
-    } flip;
-    flip.inner = sink;
-    return inner_->Send(req, &flip);
-  }
-
- private:
-  std::shared_ptr<hubload::HttpTransport> inner_;
-  std::string needle_;
-};
-
-}  // namespace
-
 TEST(Verify, RegularFileWithWrongBytesIsRefusedByItsGitBlobSha1) {
   // Regular (non-LFS) files are named by their git blob sha1: the downloaded
   // bytes are checked against it before the rename, as LFS files are by sha256.
@@ -542,7 +510,16 @@ TEST(Verify, RegularFileWithWrongBytesIsRefusedByItsGitBlobSha1) {
   ASSERT_TRUE(r.hub);
   TempDir cache;
   auto o = Opts(*r.hub, cache.str());
-  o.transport = std::make_shared<Corrupting>(hubload::MakeCurlTransport(), "/config.json");
+  // One byte of config.json's body flipped (a mirror or proxy that corrupts
+  // bytes without changing the length).
+  o.transport = std::make_shared<hubload::testing::FirstPieceTransport>(
+      hubload::MakeCurlTransport(),
+      [](const hubload::HttpRequest& req) { return req.url.find("/config.json") != std::string::npos; },
+      [](const char* d, size_t n, hubload::BodySink* out) {
+        std::string copy(d, n);
+        copy[0] ^= 0x20;
+        return out->OnData(copy.data(), copy.size());
+      });
   o.max_resume_attempts = 1;
   hubload::FileRequest fr;
   fr.repo_id = "org/m";
