@@ -202,7 +202,7 @@ const std::map<std::string, std::string> kFiles = {
     {"config.json", "{\"p\": 1}"}, {"a.safetensors", PatternBytes(3 * kMiB, 11)}, {"b.safetensors", PatternBytes(5000,
                                                                                                                  12)}};
 
-// Snapshot through the proxy (ranged download of the 3 MiB file in 1 MiB parts).
+// Snapshot through the proxy (ranged download of the 3 MiB file, 1 MiB chunks).
 void SnapshotThrough(const ProxiedHub& h, const std::string& cache) {
   auto o = Opts(*h.hub, cache);
   o.config.endpoint = h.endpoint;
@@ -241,7 +241,10 @@ TEST(FieldB42, EveryHubAndCdnRequestGoesThroughTheProxy) {
     cdn_n += t.find("http://cdn.test:") != std::string::npos;
   }
   EXPECT_EQ(hub_n + cdn_n, targets.size());
-  EXPECT_GE(cdn_n, 3u);            // a.safetensors (one or more ranges), b.safetensors, the resume
+  // a.safetensors' bytes (one request for its 3 chunks in throughput order,
+  // or more) and the resume of the dropped body; b.safetensors is a regular
+  // file, served by the Hub listener.
+  EXPECT_GE(cdn_n, 2u);
   EXPECT_GE(hub_n, 1u + 1u + 3u);  // revision, tree, a HEAD per file
 }
 
