@@ -118,8 +118,11 @@ struct HubClient::Impl : Session {
   // cached commit of `rev`; null: its snapshot folder exists) the request is
   // sent once, and a failure huggingface_hub falls back on returns the cached
   // commit with *why set to that failure (the caller warns once).
+  // `answered_elsewhere`: the caller has an answer outside the cache (a
+  // local_dir); the request is sent once and its failure returned as is.
   Result<std::string> Resolve(const RepoCache& rc, const std::string& rev,
-                              const std::function<bool(const std::string&)>& can_answer, Status* why) const {
+                              const std::function<bool(const std::string&)>& can_answer, Status* why,
+                              bool answered_elsewhere = false) const {
     if (IsCommitHash(rev)) return rev;
     ErrorContext ctx = Ctx(rc.repo_id(), rev, "");
     if (opt.config.offline) {
@@ -128,9 +131,9 @@ struct HubClient::Impl : Session {
       return RefMiss(rc, rev, "ref");
     }
     std::optional<std::string> cached = CachedSnapshot(rc, rev, /*online=*/true);
-    if (cached && can_answer && !can_answer(*cached)) cached.reset();
+    if (cached && (answered_elsewhere || (can_answer && !can_answer(*cached)))) cached.reset();
     std::string url = ApiUrl(rc.repo_type(), rc.repo_id(), "/revision/" + EncodeRevision(rev));
-    auto j = GetJson(url, ctx, nullptr, cached ? 0 : -1);
+    auto j = GetJson(url, ctx, nullptr, cached || answered_elsewhere ? 0 : -1);
     Result<std::string> sha = Status(Code::kInternal, "unset");
     if (j.ok()) {
       sha = hub_internal::ParseRevisionSha(*j, RedactUrl(url));
@@ -470,20 +473,26 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
     if (why) spdlog::warn("{}", Impl::UnreachableWarning(rc, req.revision, commit, *why));
     return rc.SnapshotDir(commit);
   };
+  // The local folder answers when the Hub cannot: a non-empty directory, as
+  // huggingface_hub's snapshot_download (an empty one is no snapshot).
+  std::error_code local_ec;
+  const bool local_answers = !req.local_dir.empty() && fs::is_directory(req.local_dir, local_ec) &&
+                             !fs::is_empty(req.local_dir, local_ec);
   auto offline_snapshot = [&](const Status* why) -> Result<std::string> {
     if (!req.local_dir.empty()) {
-      std::error_code ec;
-      if (fs::is_directory(req.local_dir, ec)) {
+      if (local_answers) {
         if (why) spdlog::warn("{}: {}; using the local folder {}", req.repo_id, why->message(), req.local_dir);
         return req.local_dir;
       }
       // ENAMETOOLONG, ELOOP, EACCES: the folder cannot be used (not-found is the miss below).
-      if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
-        return WithCtx(util::IoError("cannot use the local folder", req.local_dir, ec.value()), ctx);
+      if (local_ec && local_ec != std::errc::no_such_file_or_directory && local_ec != std::errc::not_a_directory)
+        return WithCtx(util::IoError("cannot use the local folder", req.local_dir, local_ec.value()), ctx);
       if (why) return *why;
-      return Status(Code::kOfflineMiss, "local folder " + req.local_dir + " does not exist (offline)",
-                    reason::kOfflineMiss,
-                    ctx);
+      std::error_code ec;
+      return Status(Code::kOfflineMiss,
+                    "local folder " + req.local_dir +
+                        (fs::is_directory(req.local_dir, ec) ? " is empty (offline)" : " does not exist (offline)"),
+                    reason::kOfflineMiss, ctx);
     }
     auto commit = Impl::CachedSnapshot(rc, req.revision);
     if (!commit) {
@@ -496,7 +505,7 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
   Status why;
   auto never = [](const std::string&) { return false; };  // local_dir: the cache is not the answer
   auto commit_r = req.local_dir.empty() ? im.Resolve(rc, req.revision, nullptr, &why)
-                                        : im.Resolve(rc, req.revision, never, &why);
+                                        : im.Resolve(rc, req.revision, never, &why, local_answers);
   if (!commit_r.ok()) {
     if (hub_internal::FallbackAllowed(commit_r.status().code())) {
       Status failed = commit_r.status();
@@ -507,7 +516,8 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
   if (!why.ok()) return from_cache(*commit_r, &why);
   std::string commit = *commit_r;
   auto list_and_cache = [&](const std::string& c) -> Result<RepoListing> {
-    HUBLOAD_ASSIGN_OR_RETURN(RepoListing l, hub_internal::ListTree(im, req.repo_type, req.repo_id, c));
+    HUBLOAD_ASSIGN_OR_RETURN(RepoListing l,
+                             hub_internal::ListTree(im, req.repo_type, req.repo_id, c, local_answers ? 0 : -1));
     if (req.local_dir.empty()) (void)cache_internal::WriteTreeCache(rc, c, hub_internal::ToTreeEntries(l.files));
     return l;
   };
@@ -520,12 +530,11 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
     if (!l.ok()) {
       // The Hub went away between the two calls: a cached snapshot still answers.
       std::error_code ec;
-      if (req.local_dir.empty() && hub_internal::FallbackAllowed(l.status().code()) &&
-          fs::is_directory(rc.SnapshotDir(commit), ec)) {
-        Status failed = l.status();
-        return from_cache(commit, &failed);
-      }
-      return l.status();
+      Status failed = l.status();
+      if (!hub_internal::FallbackAllowed(failed.code())) return failed;
+      if (local_answers) return offline_snapshot(&failed);
+      if (req.local_dir.empty() && fs::is_directory(rc.SnapshotDir(commit), ec)) return from_cache(commit, &failed);
+      return failed;
     }
     listing = std::move(*l);
   }

@@ -385,6 +385,12 @@ class HubClient {
   /// and the file rewritten; offline the snapshot folder is the listing, so
   /// the completeness check above, which needs the tree, cannot run and the
   /// folder is returned as it is (never an abort, never a write).
+  /// Hub unreachable (refused, DNS, no answer within etag_timeout_s) or
+  /// offline with req.local_dir set: a non-empty local_dir is returned as it
+  /// is, with one warning naming it; its metadata requests are then sent
+  /// once, without retry rounds (huggingface_hub's snapshot_download returns
+  /// an existing non-empty local_dir the same way). An empty or missing
+  /// local_dir: the failure (offline: kOfflineMiss naming the folder).
   Result<std::string> Snapshot(const SnapshotRequest& req) const;
 
   // ---- uploads (hubload/upload.h for the protocol and the errors) ----

@@ -186,6 +186,69 @@ TEST(Unreachable, SilentWithoutACachedSnapshotIsTheErrorAsBefore) {
   ExpectErrorsWithoutCache(silent.url());
 }
 
+// A local_dir download (`hubload download --local-dir`) with the Hub down:
+// a non-empty local folder answers after one request, with one warning
+// naming it, as huggingface_hub's snapshot_download returns an existing
+// local_dir; an empty one is no snapshot, and the error is as before.
+void ExpectLocalDirAnswers(const std::string& endpoint) {
+  TempDir folder;
+  const std::string ld = (folder.path() / "ld").string();
+  std::string commit;
+  {
+    auto hub = hubload::testing::StartTestHub();
+    ASSERT_TRUE(hub);
+    commit = hub->AddRepo("org/m", kFiles);
+    hubload::ClientOptions o;
+    o.config.endpoint = hub->url();
+    o.config.cache_dir = (folder.path() / "cache").string();
+    hubload::SnapshotRequest req;
+    req.repo_id = "org/m";
+    req.local_dir = ld;
+    ASSERT_OK(hubload::HubClient(o).Snapshot(req));
+  }  // the server stops here
+  ASSERT_EQ(hubload::testing::ReadFileBytes(fs::path(ld) / "model.safetensors").size(), 300000u);
+  std::vector<double> sleeps;
+  hubload::HubClient client(Opts(endpoint, (folder.path() / "cache").string(), &sleeps));
+  for (const std::string& rev : {std::string("main"), commit}) {  // a commit skips /revision: the listing fails
+    hubload::util::WarningCapture log;
+    hubload::SnapshotRequest req;
+    req.repo_id = "org/m";
+    req.revision = rev;
+    req.local_dir = ld;
+    auto s = client.Snapshot(req);
+    ASSERT_OK(s) << rev;
+    EXPECT_EQ(*s, ld) << rev;
+    EXPECT_EQ(log.Count("using the local folder " + ld), 1) << rev;
+    EXPECT_TRUE(sleeps.empty()) << rev << ": no retry round when the local folder can answer (" << sleeps.size()
+                                << " sleeps)";
+  }
+  // An empty local folder: the failure, after the policy's retries.
+  const std::string empty = (folder.path() / "empty").string();
+  fs::create_directories(empty);
+  hubload::SnapshotRequest req;
+  req.repo_id = "org/m";
+  req.local_dir = empty;
+  EXPECT_EQ(client.Snapshot(req).status().code(), Code::kNetwork);
+  EXPECT_EQ(sleeps.size(), 2u);
+  // Offline: the same rule, named.
+  auto o = Opts(endpoint, (folder.path() / "cache").string(), &sleeps);
+  o.config.offline = true;
+  auto off = hubload::HubClient(o).Snapshot(req);
+  EXPECT_EQ(off.status().code(), Code::kOfflineMiss);
+  EXPECT_NE(off.status().message().find(empty + " is empty"), std::string::npos) << off.status().ToString();
+  req.local_dir = ld;
+  auto ok = hubload::HubClient(o).Snapshot(req);
+  ASSERT_OK(ok);
+  EXPECT_EQ(*ok, ld);
+}
+
+TEST(Unreachable, RefusedConnectionIsAnsweredFromANonEmptyLocalDirAtOnce) { ExpectLocalDirAnswers(RefusedUrl()); }
+
+TEST(Unreachable, SilentServerIsAnsweredFromANonEmptyLocalDir) {
+  SilentServer silent;
+  ExpectLocalDirAnswers(silent.url());
+}
+
 TEST(Unreachable, OfflineCorruptRefOrTreeFileIsAClearErrorNeverAnAbort) {
   CachedRepo r;
   ASSERT_FALSE(r.commit.empty());
