@@ -156,7 +156,7 @@ class Scheduler {
       Status fs = cache_internal::CheckFreeSpace(t.dir, t.meta.size, t.single_partial, t.ranged_partial, j.work.ctx);
       if (!fs.ok()) return Fail(i, fs);
     }
-    j.bytes = std::make_unique<BytesAnnouncer>(&cb_, j.work.path);
+    if (cb_.on_file_bytes) j.bytes = std::make_unique<BytesAnnouncer>(&cb_, j.work.path);  // else no bookkeeping
     if (UseRanges(s_, t)) {
       auto w = OpenRanged(s_, t, /*resume=*/true);
       if (!w.ok()) return Fail(i, w.status());
