@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 #include "cache/util.h"
 #include "util/hex.h"
 
@@ -40,7 +42,15 @@ Result<std::optional<std::string>> BlobStore::Cached(const std::string& commit, 
   if (auto p = rc_.CachedPointer(commit, path)) {
     std::error_code ec;
     auto target = fs::read_symlink(*p, ec);
-    if (ec || target.filename().string() == id.etag) return std::optional<std::string>(*p);
+    if (ec || target.filename().string() == id.etag) {
+      std::error_code sec;
+      const uintmax_t n = fs::file_size(*p, sec);
+      if (id.size < 0 || (!sec && n == static_cast<uintmax_t>(id.size))) return std::optional<std::string>(*p);
+      // Truncated or grown by something else: never handed out (the blob's
+      // name promises the Hub's bytes); fetched again below.
+      spdlog::warn("{}: the cached file is {} bytes, the Hub says {}: fetching it again", *p,
+                   sec ? std::string("unreadable") : std::to_string(n), id.size);
+    }
   }
   if (!Has(id)) return std::optional<std::string>();
   HUBLOAD_ASSIGN_OR_RETURN(std::string local, rc_.LinkSnapshot(commit, path, id.etag, use_symlinks_));

@@ -44,8 +44,10 @@ class BlobStore {
   /// blobs/<etag> exists with the size.
   bool Has(const BlobId& id) const { return rc_.HasBlob(id.etag, id.size); }
   /// The local path when no transfer is needed: snapshots/<commit>/<path>
-  /// already points at this etag (or is a regular file of unknown origin), or
-  /// the blob exists and is now linked. nullopt when the bytes must be fetched.
+  /// already points at this etag (or is a regular file of unknown origin)
+  /// and holds id.size bytes, or the blob exists with that size and is now
+  /// linked. nullopt when the bytes must be fetched: a pointer of another
+  /// size (truncated by a crash or another tool) is warned about, naming it.
   /// Errors: LinkSnapshot's.
   Result<std::optional<std::string>> Cached(const std::string& commit, const std::string& path,
                                             const BlobId& id) const;

@@ -45,16 +45,22 @@ struct HubClient::Impl : Session {
                                     const std::string& local_dir, const std::map<std::string, uint64_t>& sizes) const {
     std::vector<FileWork> work;
     work.reserve(paths.size());
+    std::map<std::string, uint64_t> tree_sizes;  // sizes unknown: the cached listing's, to catch truncated files
+    if (sizes.empty() && local_dir.empty())
+      if (auto tree = cache_internal::ReadTreeCache(rc, commit))
+        for (auto& e : *tree) tree_sizes[e.path] = e.size;
     for (const std::string& p : paths) {
       FileWork w;
       w.path = p;
-      if (auto it = sizes.find(p); it != sizes.end()) w.size = it->second;
+      const auto& known = sizes.empty() ? tree_sizes : sizes;
+      if (auto it = known.find(p); it != known.end()) w.size = it->second;
       w.ctx = Ctx(rc.repo_id(), commit, p);
+      const int64_t size = w.size ? static_cast<int64_t>(*w.size) : -1;
       if (local_dir.empty())
-        w.prepare = [this, rc, commit, p] { return hub_internal::PrepareAtCommit(*this, rc, commit, p); };
+        w.prepare = [this, rc, commit, p, size] { return hub_internal::PrepareAtCommit(*this, rc, commit, p, size); };
       else
-        w.prepare = [this, rc, commit, p, local_dir] {
-          return hub_internal::PrepareLocalDir(*this, rc.repo_type(), rc.repo_id(), commit, p, local_dir, false);
+        w.prepare = [this, rc, commit, p, local_dir, size] {
+          return hub_internal::PrepareLocalDir(*this, rc.repo_type(), rc.repo_id(), commit, p, local_dir, false, size);
         };
       work.push_back(std::move(w));
     }

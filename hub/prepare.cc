@@ -69,14 +69,19 @@ Result<PreparedFile> PrepareBlob(const Session& s, const RepoCache& rc, const Fi
 }
 
 Result<PreparedFile> PrepareAtCommit(const Session& s, const RepoCache& rc, const std::string& commit,
-                                     const std::string& path) {
-  if (auto p = rc.CachedPointer(commit, path)) return Cached(*p, -1);
+                                     const std::string& path, int64_t size) {
+  if (auto p = rc.CachedPointer(commit, path)) {
+    std::error_code ec;
+    const uintmax_t n = fs::file_size(*p, ec);
+    if (size < 0 || (!ec && n == static_cast<uintmax_t>(size))) return Cached(*p, -1);
+  }
   HUBLOAD_ASSIGN_OR_RETURN(FileMeta m, Head(s, rc.repo_type(), rc.repo_id(), commit, path, nullptr));
   return PrepareBlob(s, rc, m, path, commit, false);
 }
 
 Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::string& repo, const std::string& rev,
-                                     const std::string& path, const std::string& dir, bool force) {
+                                     const std::string& path, const std::string& dir, bool force,
+                                     int64_t size) {
   using cache_internal::LocalDirPartialPath;
   ErrorContext ctx = s.Ctx(repo, rev, path);
   // The one path rule again, right where a repo path meets the local folder:
@@ -85,7 +90,9 @@ Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::st
   std::string target = dir + "/" + path;
   auto meta = cache_internal::ReadLocalDirMeta(dir, path);
   std::error_code ec;
-  if (!force && meta && IsCommitHash(rev) && meta->commit == rev) return Cached(target, -1);
+  if (!force && meta && IsCommitHash(rev) && meta->commit == rev &&
+      (size < 0 || fs::file_size(target, ec) == static_cast<uintmax_t>(size)))
+    return Cached(target, -1);
   if (s.opt.config.offline) {
     if (fs::exists(target, ec)) return Cached(target, -1);
     return Status(Code::kOfflineMiss, "'" + path + "' is not in the local folder " + dir + " (offline mode)",
@@ -101,7 +108,9 @@ Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::st
     return head.status();
   }
   const FileMeta& m = *head;
-  if (!force && meta && meta->etag == m.etag && fs::exists(target, ec)) {
+  std::error_code absent;
+  const uintmax_t have = fs::file_size(target, absent);  // a file of another size is fetched again
+  if (!force && meta && meta->etag == m.etag && !absent && (m.size < 0 || have == static_cast<uintmax_t>(m.size))) {
     if (meta->commit != m.commit)
       HUBLOAD_RETURN_IF_ERROR(cache_internal::WriteLocalDirMeta(dir, path, m.commit, m.etag));
     return Cached(target, m.size);

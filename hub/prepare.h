@@ -17,16 +17,19 @@ namespace hubload::hub_internal {
 Result<PreparedFile> PrepareBlob(const Session& s, const RepoCache& rc, const FileMeta& m, const std::string& path,
                                  const std::string& rev_for_url, bool force);
 
-/// Cache mode at a commit: a cached pointer costs nothing, else HEAD + PrepareBlob.
+/// Cache mode at a commit: a cached pointer costs nothing, else HEAD +
+/// PrepareBlob. `size`: the file's size in bytes from the listing (-1:
+/// unknown); a cached pointer of another size is fetched again (PrepareBlob).
 Result<PreparedFile> PrepareAtCommit(const Session& s, const RepoCache& rc, const std::string& commit,
-                                     const std::string& path);
+                                     const std::string& path, int64_t size = -1);
 
 /// huggingface_hub local_dir mode: <dir>/<path> with its metadata file. A
 /// file whose metadata names `rev` (a commit) costs no request; one whose
-/// etag is unchanged only refreshes the metadata; on a network-like failure
-/// an existing file is used (one warning). Offline: the file when present,
-/// else kOfflineMiss.
+/// etag is unchanged only refreshes the metadata (either only when the file
+/// holds `size` bytes, the listing's, -1: unknown, or the HEAD's; else it is
+/// fetched again); on a network-like failure an existing file is used (one
+/// warning). Offline: the file when present, else kOfflineMiss.
 Result<PreparedFile> PrepareLocalDir(const Session& s, RepoType t, const std::string& repo, const std::string& rev,
-                                     const std::string& path, const std::string& dir, bool force);
+                                     const std::string& path, const std::string& dir, bool force, int64_t size = -1);
 
 }  // namespace hubload::hub_internal

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "testing/util.h"
 #include "field_support.h"
 #include "testing/status_matchers.h"
+#include "util/log_capture.h"
 
 namespace fs = std::filesystem;
 using hubload::Code;
@@ -402,6 +404,68 @@ TEST(HubDownload, WrongSizedBlobIsRefetched) {
   auto p = hubload::HubClient(Opts(*hub, cache.str())).Download(Req("org/m", "w.bin"));
   ASSERT_OK(p);
   EXPECT_EQ(ReadAll(*p), data);
+}
+
+// A cached file cut short (a crash of another tool, a full disk, `truncate`)
+// is never handed out as cached: every download path that knows the file's
+// size (the Hub's HEAD, the listing, trees/<commit>.json, the local_dir
+// metadata's etag) fetches it again, with one warning naming it.
+TEST(HubDownload, TruncatedCachedFileIsFetchedAgainOnEveryPath) {
+  auto hub = StartTestHub();
+  ASSERT_TRUE(hub);
+  const std::string data = PatternBytes(300000, 9), cfg = "{\"a\": 1}";
+  const std::string commit = hub->AddRepo("org/m", {{"w.bin", data}, {"config.json", cfg}}, SmallLfs());
+  TempDir cache, ld;
+  hubload::HubClient client(Opts(*hub, cache.str()));
+  hubload::SnapshotRequest sr;
+  sr.repo_id = "org/m";
+  auto snap = client.Snapshot(sr);
+  ASSERT_OK(snap);
+  const fs::path blob = cache.path() / "models--org--m/blobs" / Sha256(data);
+  const fs::path pointer = fs::path(*snap) / "w.bin";
+  ASSERT_TRUE(ReadAll(pointer) == data);
+  auto cut = [&](const fs::path& p, size_t n) {
+    fs::resize_file(p, n);
+    ASSERT_EQ(fs::file_size(p), n);
+  };
+  struct Path {
+    const char* name;
+    std::function<hubload::Result<std::string>()> run;
+  };
+  const std::vector<Path> paths = {
+      {"Snapshot", [&] { return client.Snapshot(sr); }},
+      {"Download at main (HEAD)", [&] { return client.Download(Req("org/m", "w.bin")); }},
+      {"DownloadFiles at main (listing from trees/)",
+       [&]() -> hubload::Result<std::string> {
+         HUBLOAD_RETURN_IF_ERROR(client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"w.bin"}, {}));
+         return pointer.string();
+       }},
+      {"DownloadFiles at the commit",
+       [&]() -> hubload::Result<std::string> {
+         HUBLOAD_RETURN_IF_ERROR(client.DownloadFiles("org/m", commit, hubload::RepoType::kModel, {"w.bin"}, {}));
+         return pointer.string();
+       }},
+  };
+  for (const Path& p : paths) {
+    cut(blob, 1000);
+    hubload::util::WarningCapture log;
+    auto r = p.run();
+    ASSERT_OK(r) << p.name;
+    EXPECT_TRUE(ReadAll(pointer) == data) << p.name << ": " << fs::file_size(pointer) << " bytes";
+    EXPECT_EQ(fs::file_size(blob), data.size()) << p.name;
+    EXPECT_EQ(log.Count("1000 bytes, the Hub says 300000"), 1) << p.name;
+  }
+  // A local_dir file of another size than its metadata's etag promises.
+  hubload::SnapshotRequest lr = sr;
+  lr.local_dir = ld.str();
+  ASSERT_OK(client.Snapshot(lr));
+  cut(ld.path() / "w.bin", 5);
+  ASSERT_OK(client.Snapshot(lr));
+  EXPECT_TRUE(ReadAll(ld.path() / "w.bin") == data) << fs::file_size(ld.path() / "w.bin") << " bytes";
+  // A whole cached file costs no transfer of its bytes.
+  const uint64_t before = BytesFor(*hub, "w.bin");
+  ASSERT_OK(client.Snapshot(sr));
+  EXPECT_EQ(BytesFor(*hub, "w.bin"), before);
 }
 
 TEST(HubDownload, PartialOfUnknownProvenanceNeverMixesBytes) {
