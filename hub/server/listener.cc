@@ -33,6 +33,23 @@ struct Server::Impl::Net {
   std::condition_variable conn_cv;
   std::map<int, int> conn_fds;  // fd -> count
   int active = 0;
+  // Connection threads are joined, never detached: a thread's exit runs its
+  // libraries' thread-local cleanup (OpenSSL's error state), which must end
+  // before the process does. Finished ones are joined at the next accept.
+  std::vector<std::thread> conn_threads;
+  std::vector<std::thread::id> finished;
+
+  // Joins the threads that said they are done (conn_mu held).
+  void ReapLocked() {
+    for (const std::thread::id id : finished)
+      for (auto it = conn_threads.begin(); it != conn_threads.end(); ++it)
+        if (it->get_id() == id) {
+          it->join();  // it has left its last lock: only its exit is left
+          conn_threads.erase(it);
+          break;
+        }
+    finished.clear();
+  }
 };
 
 namespace {
@@ -44,29 +61,37 @@ void Accept(Server::Impl* impl, tcp::acceptor* acc, bool cdn) {
     if (!ec) {
       auto s = std::make_shared<tcp::socket>(std::move(sock));
       int fd = s->native_handle();
-      {
-        std::lock_guard<std::mutex> lock(net.conn_mu);
-        ++net.active;
-        net.conn_fds[fd]++;
-      }
-      std::thread([impl, s, cdn, fd]() mutable {
-        Server::Impl::Net& n = *impl->net;
-        // A client hanging up during sendfile(2) raises SIGPIPE in this thread:
-        // block it so the write fails with EPIPE instead of killing the process.
-        sigset_t pipe_set;
-        sigemptyset(&pipe_set);
-        sigaddset(&pipe_set, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
-        ServeConnection(*impl, *s, cdn);
+      std::lock_guard<std::mutex> held(net.conn_mu);
+      net.ReapLocked();
+      ++net.active;
+      net.conn_fds[fd]++;
+      try {
+        net.conn_threads.emplace_back([impl, s, cdn, fd]() mutable {
+          Server::Impl::Net& n = *impl->net;
+          // A client hanging up during sendfile(2) raises SIGPIPE in this thread:
+          // block it so the write fails with EPIPE instead of killing the process.
+          sigset_t pipe_set;
+          sigemptyset(&pipe_set);
+          sigaddset(&pipe_set, SIGPIPE);
+          pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
+          ServeConnection(*impl, *s, cdn);
+          boost::system::error_code ignored;
+          std::lock_guard<std::mutex> lock(n.conn_mu);
+          s->shutdown(tcp::socket::shutdown_both, ignored);
+          s->close(ignored);
+          s.reset();  // before Stop() may return and destroy the io_context
+          if (--n.conn_fds[fd] <= 0) n.conn_fds.erase(fd);
+          --n.active;
+          n.finished.push_back(std::this_thread::get_id());
+          n.conn_cv.notify_all();
+        });
+      } catch (const std::exception& e) {  // no thread to be had (EAGAIN): this connection is dropped
+        spdlog::warn("hubload serve: cannot start a connection thread ({}); closing the connection", e.what());
         boost::system::error_code ignored;
-        std::lock_guard<std::mutex> lock(n.conn_mu);
-        s->shutdown(tcp::socket::shutdown_both, ignored);
         s->close(ignored);
-        s.reset();  // before Stop() may return and destroy the io_context
-        if (--n.conn_fds[fd] <= 0) n.conn_fds.erase(fd);
-        --n.active;
-        n.conn_cv.notify_all();
-      }).detach();
+        if (--net.conn_fds[fd] <= 0) net.conn_fds.erase(fd);
+        --net.active;
+      }
     } else if (ec == asio::error::operation_aborted) {
       return;
     } else {
@@ -95,6 +120,7 @@ void StopNet(Server::Impl& impl) {
   std::unique_lock<std::mutex> lock(net.conn_mu);
   for (auto& [fd, n] : net.conn_fds) ::shutdown(fd, SHUT_RDWR);
   net.conn_cv.wait(lock, [&net] { return net.active == 0; });
+  net.ReapLocked();  // every connection thread has finished: join them all
   impl.log.Close();
 }
 
