@@ -113,7 +113,9 @@ SnapshotFiles ReadSnapshot(const fs::path& dir) {
   return out;
 }
 
-std::map<std::string, std::string> ReadRefs(const RepoCache& rc) {
+// The refs/ files holding a commit; a corrupt one (not a 40-hex commit,
+// unreadable) is a warning naming it, as the download paths warn.
+std::map<std::string, std::string> ReadRefs(const RepoCache& rc, std::vector<std::string>* warnings) {
   std::map<std::string, std::string> refs;
   fs::path dir = fs::path(rc.repo_dir()) / "refs";
   std::error_code ec;
@@ -122,7 +124,9 @@ std::map<std::string, std::string> ReadRefs(const RepoCache& rc) {
     std::error_code e2;
     if (!it->is_regular_file(e2)) continue;
     std::string name = it->path().lexically_relative(dir).generic_string();
-    if (auto c = rc.ReadRef(name)) refs[name] = *c;
+    auto c = rc.ReadRefChecked(name);
+    if (!c.ok()) warnings->push_back(c.status().message());
+    else if (*c) refs[name] = **c;
   }
   return refs;
 }
@@ -134,7 +138,7 @@ Result<CachedRepo> ScanRepo(const std::string& cache_dir, const std::string& fol
   repo.repo_id = repo_id;
   repo.repo_type = type;
   repo.repo_path = cache_dir + "/" + folder;
-  repo.refs = ReadRefs(rc);
+  repo.refs = ReadRefs(rc, warnings);
   std::map<std::string, uint64_t> blob_sizes;
   std::error_code ec;
   for (auto& e : fs::directory_iterator(fs::path(repo.repo_path) / "blobs", ec)) {

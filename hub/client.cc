@@ -9,6 +9,7 @@
 #include "hub/errors.h"
 #include "cache/tree_cache.h"
 #include "hub/answers.h"
+#include "hub/cache_answers.h"
 #include "hub/file_metadata.h"
 #include "hub/listing.h"
 #include "hub/prepare.h"
@@ -83,41 +84,10 @@ struct HubClient::Impl : Session {
     return out.local_paths[0];
   }
 
-  // " (the ref file refs/<rev> is corrupt: ...)" when that is why a ref is unknown.
-  static std::string RefProblem(const RepoCache& rc, const std::string& rev) {
-    if (IsCommitHash(rev)) return {};
-    auto r = rc.ReadRefChecked(rev);
-    return r.ok() ? std::string() : " (" + r.status().message() + ")";
-  }
-  // Online: the commit refs/<rev> holds. A corrupt ref is ignored with one
-  // warning naming the file; it is rewritten when the Hub answers.
-  static std::optional<std::string> LocalCommitOnline(const RepoCache& rc, const std::string& rev) {
-    if (IsCommitHash(rev)) return rev;
-    auto r = rc.ReadRefChecked(rev);
-    if (r.ok()) return *r;
-    spdlog::warn("{}; ignoring it (it is written again from the Hub's answer)", r.status().message());
-    return std::nullopt;
-  }
   Status RefMiss(const RepoCache& rc, const std::string& rev, const std::string& what) const {
     Status s = OfflineMiss(rc, rev, what);
-    std::string why = RefProblem(rc, rev);
+    std::string why = hub_internal::RefProblem(rc, rev);
     return why.empty() ? s : Status(s.code(), s.message() + why, s.reason(), s.context());
-  }
-
-  // The commit whose snapshot folder the cache holds for `rev` (`online`: a
-  // corrupt ref is warned about, LocalCommitOnline).
-  static std::optional<std::string> CachedSnapshot(const RepoCache& rc, const std::string& rev, bool online = false) {
-    if (rc.cache_dir().empty()) return std::nullopt;
-    auto c = online ? LocalCommitOnline(rc, rev) : rc.LocalCommit(rev);
-    std::error_code ec;
-    if (!c || !fs::is_directory(rc.SnapshotDir(*c), ec)) return std::nullopt;
-    return c;
-  }
-
-  static std::string UnreachableWarning(const RepoCache& rc, const std::string& rev, const std::string& commit,
-                                        const Status& why) {
-    return rc.repo_id() + ": the Hub could not be reached (" + why.message() + "); using the cached snapshot " +
-           commit + " of revision '" + rev + "'";
   }
 
   // ResolveCommit. When the cache can answer (`can_answer(commit)` for the
@@ -136,7 +106,7 @@ struct HubClient::Impl : Session {
       if (auto c = rc.ReadRef(rev)) return *c;
       return RefMiss(rc, rev, "ref");
     }
-    std::optional<std::string> cached = CachedSnapshot(rc, rev, /*online=*/true);
+    std::optional<std::string> cached = hub_internal::CachedSnapshot(rc, rev, /*online=*/true);
     if (cached && (answered_elsewhere || (can_answer && !can_answer(*cached)))) cached.reset();
     std::string url = ApiUrl(rc.repo_type(), rc.repo_id(), "/revision/" + EncodeRevision(rev));
     auto j = GetJson(url, ctx, nullptr, cached || answered_elsewhere ? 0 : -1);
@@ -154,8 +124,11 @@ struct HubClient::Impl : Session {
       *why = sha.status();
       return *cached;
     }
+    if (!sha.ok() && !answered_elsewhere) return hub_internal::NotCachedEither(rc, rev, "a complete snapshot", sha.status());
     return sha;
   }
+
+
 
   // The listing of `commit` kept in the cache: trees/<commit>.json, else the snapshot folder.
   Result<RepoListing> ListCached(const RepoCache& rc, const std::string& commit) const {
@@ -172,7 +145,7 @@ struct HubClient::Impl : Session {
 
   // Listing from the cache only (offline).
   Result<RepoListing> ListLocal(const RepoCache& rc, const std::string& rev) const {
-    auto commit = CachedSnapshot(rc, rev);
+    auto commit = hub_internal::CachedSnapshot(rc, rev);
     if (!commit) return RefMiss(rc, rev, "snapshot");
     return ListCached(rc, *commit);
   }
@@ -212,7 +185,7 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
   std::string commit404;
   // With a cached copy to fall back on, the metadata request is not retried.
   std::optional<std::string> cached;
-  if (auto c = Impl::LocalCommitOnline(rc, req.revision)) cached = rc.CachedPointer(*c, req.filename);
+  if (auto c = hub_internal::LocalCommitOnline(rc, req.revision)) cached = rc.CachedPointer(*c, req.filename);
   auto m = hub_internal::Head(im, req.repo_type, req.repo_id, req.revision, req.filename, &commit404,
                               cached && !req.force_download ? 0 : -1);
   if (!m.ok()) {
@@ -228,7 +201,7 @@ Result<std::string> HubClient::Download(const FileRequest& req) const {
           return *p;
         }
     }
-    return m.status();
+    return hub_internal::NotCachedEither(rc, req.revision, "'" + req.filename + "'", m.status());
   }
   HUBLOAD_ASSIGN_OR_RETURN(std::string path, im.RunOne(req.filename, ctx, req.callbacks, [&] {
     return hub_internal::PrepareBlob(im, rc, *m, req.filename, req.revision, req.force_download);
@@ -314,7 +287,7 @@ Result<std::string> HubClient::ResolveCommit(const std::string& repo_id, const s
   RepoCache rc(im.opt.config.cache_dir, repo_id, repo_type);
   Status why;
   auto c = im.Resolve(rc, revision, nullptr, &why);
-  if (!why.ok()) spdlog::warn("{}", Impl::UnreachableWarning(rc, revision, *c, why));
+  if (!why.ok()) spdlog::warn("{}", hub_internal::UnreachableWarning(rc, revision, *c, why));
   return c;
 }
 
@@ -342,12 +315,12 @@ Result<RepoListing> HubClient::ListFiles(const std::string& repo_id, const std::
   };
   Status why;
   HUBLOAD_ASSIGN_OR_RETURN(std::string commit, im.Resolve(rc, revision, can_list, &why));
-  if (!why.ok()) return from_cache(commit, Impl::UnreachableWarning(rc, revision, commit, why));
+  if (!why.ok()) return from_cache(commit, hub_internal::UnreachableWarning(rc, revision, commit, why));
   bool cached = can_list(commit);
   auto l = hub_internal::ListTree(im, repo_type, repo_id, commit, cached ? 0 : -1);
   if (!l.ok()) {
     if (cached && hub_internal::FallbackAllowed(l.status().code()))
-      return from_cache(commit, Impl::UnreachableWarning(rc, revision, commit, l.status()));
+      return from_cache(commit, hub_internal::UnreachableWarning(rc, revision, commit, l.status()));
     return l.status();
   }
   if (im.has_cache() && keep_in_cache) {
@@ -416,7 +389,7 @@ Status HubClient::DownloadFiles(const std::string& repo_id, const std::string& r
     auto c = im.Resolve(rc, revision, [&](const std::string& cc) { return all_cached(cc).empty(); }, &why);
     if (!c.ok()) return c.status();
     if (!why.ok()) {
-      spdlog::warn("{}", Impl::UnreachableWarning(rc, revision, *c, why));
+      spdlog::warn("{}", hub_internal::UnreachableWarning(rc, revision, *c, why));
       return serve_cached(*c);
     }
     commit = *c;
@@ -476,7 +449,7 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
       for (auto& p : paths)
         if (req.callbacks.on_file_done) req.callbacks.on_file_done(p, *rc.CachedPointer(commit, p));
     }
-    if (why) spdlog::warn("{}", Impl::UnreachableWarning(rc, req.revision, commit, *why));
+    if (why) spdlog::warn("{}", hub_internal::UnreachableWarning(rc, req.revision, commit, *why));
     return rc.SnapshotDir(commit);
   };
   // The local folder answers when the Hub cannot: a non-empty directory, as
@@ -500,7 +473,7 @@ Result<std::string> HubClient::Snapshot(const SnapshotRequest& req) const {
                         (fs::is_directory(req.local_dir, ec) ? " is empty (offline)" : " does not exist (offline)"),
                     reason::kOfflineMiss, ctx);
     }
-    auto commit = Impl::CachedSnapshot(rc, req.revision);
+    auto commit = hub_internal::CachedSnapshot(rc, req.revision);
     if (!commit) {
       if (why) return *why;
       return im.RefMiss(rc, req.revision, "snapshot");

@@ -72,7 +72,7 @@ Status Session::OfflineMiss(const RepoCache& rc, const std::string& rev, const s
   return Status(Code::kOfflineMiss,
                 what + " of " + rc.repo_id() + " at revision '" + rev + "' is not in the local cache " +
                     rc.cache_dir() + " (offline mode: no request was made)",
-                reason::kOfflineMiss, Ctx(rc.repo_id(), rev, what));
+                reason::kOfflineMiss, Ctx(rc.repo_id(), rev, what == "ref" || what == "snapshot" ? "" : what));
 }
 
 Result<nlohmann::json> Session::GetJson(const std::string& url, const ErrorContext& ctx, HttpHeaders* out_headers,

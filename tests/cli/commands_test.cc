@@ -16,6 +16,7 @@
 
 #include "testing/hub_server.h"
 #include "tests/hub/access_log.h"  // hubload::testing::Bytes, the shared test byte generator
+#include "tests/hub/endpoints.h"  // RefusedUrl
 #include "testing/util.h"
 #include "tests/cli/cli_helpers.h"
 #include "testing/status_matchers.h"
@@ -236,12 +237,15 @@ struct CorruptCache {
 
 TEST(CacheLs, ReportsCorruptedEntriesAsWarningsAndFailsUnderStrict) {
   CorruptCache c;
+  // A ref that holds no commit at all (the download paths warn about it too).
+  hubload::testing::WriteFileBytes(c.repo() / "refs/dev", std::string("garbage!!\n"));
   std::string out, err;
   ASSERT_EQ(Hubload("--cache-dir " + Quote(c.dir.str()) + " cache ls --json", &out, &err), 0) << err;
   json j = json::parse(out);
   std::string all;
   for (auto& w : j["warnings"]) all += w.get<std::string>() + "\n";
-  EXPECT_EQ(j["warnings"].size(), 4u) << all;
+  EXPECT_EQ(j["warnings"].size(), 5u) << all;
+  EXPECT_NE(all.find("the ref file " + (c.repo() / "refs/dev").string() + " is corrupt"), std::string::npos) << all;
   EXPECT_NE(all.find("dangling link " + (c.repo() / "snapshots" / c.a / "gone.txt").string()), std::string::npos)
       << all;
   EXPECT_NE(all.find("ref " + (c.repo() / "refs/main").string() + " names commit " + c.b), std::string::npos) << all;
@@ -550,3 +554,54 @@ TEST(Env, ShowsCacheFileSystemFlockAndVariablesWithoutSecrets) {
 }
 
 }  // namespace
+
+// `download --dry-run --local-dir D` with no Hub to ask: the download would
+// answer from D as it is (HubClient::Snapshot), so the dry run lists D's
+// files, all cached, less its .cache/ (it looked in the cache and failed).
+TEST(DownloadDryRun, LocalDirWithoutAHubListsTheFolderAsItIs) {
+  TempDir ld, empty, cache;
+  fs::create_directories(ld.path() / "sub");
+  fs::create_directories(ld.path() / ".cache/huggingface/download");
+  hubload::testing::WriteFileBytes(ld.path() / "config.json", std::string("{}"));
+  hubload::testing::WriteFileBytes(ld.path() / "sub/w.bin", std::string(1000, 'w'));
+  hubload::testing::WriteFileBytes(ld.path() / ".cache/huggingface/download/config.json.metadata", std::string("x"));
+  const std::string g = "--cache-dir " + Quote(cache.str()) + " ";
+  std::string out, err;
+  for (const std::string& env : std::vector<std::string>{"HF_HUB_OFFLINE=1", "HF_ENDPOINT=" + hubload::testing::RefusedUrl()}) {
+    ASSERT_EQ(Hubload(g + "download org/m --dry-run --json --local-dir " + Quote(ld.str()), &out, &err, env), 0)
+        << env << ": " << err;
+    json j = json::parse(out);
+    ASSERT_EQ(j["files"].size(), 2u) << out;
+    EXPECT_EQ(j["files"][0]["path"], "config.json");
+    EXPECT_EQ(j["files"][1]["path"], "sub/w.bin");
+    EXPECT_EQ(j["files"][1]["size"], 1000);
+    EXPECT_EQ(j["files_to_fetch"], 0);
+    EXPECT_EQ(j["total_bytes"], 1002);
+    ASSERT_EQ(j["warnings"].size(), 1u);
+    EXPECT_NE(j["warnings"][0].get<std::string>().find("the local folder " + ld.str() + " as it is"),
+              std::string::npos) << out;
+  }
+  // An empty local folder is no snapshot: the failure, whose context names no file.
+  EXPECT_EQ(Hubload(g + "download org/m --dry-run --json --local-dir " + Quote(empty.str()), &out, &err,
+                    "HF_HUB_OFFLINE=1"),
+            1);
+  json e = json::parse(out);
+  EXPECT_EQ(e["error"]["reason"], "OfflineMiss") << out;
+  EXPECT_FALSE(e["error"].contains("file")) << out;
+}
+
+// Hostile or mistaken command lines of the new-user trial.
+TEST(CliInput, EmptyFolderOptionsAreUsageErrorsAndAnUnwritableResultFails) {
+  TempDir cache;
+  std::string out, err;
+  // --local-dir '' must not mean "the default cache"; --cache-dir '' must not reach the library.
+  EXPECT_EQ(Hubload("--cache-dir " + Quote(cache.str()) + " download org/m config.json --local-dir ''", &out, &err), 2);
+  EXPECT_NE(err.find("--local-dir"), std::string::npos) << err;
+  EXPECT_NE(err.find("(empty) is not allowed"), std::string::npos) << err;
+  EXPECT_EQ(Hubload("download org/m --cache-dir ''", &out, &err), 2);
+  EXPECT_NE(err.find("--cache-dir"), std::string::npos) << err;
+  EXPECT_TRUE(Names(cache.path()).empty());
+  // The result on stdout cannot be written (a full disk): exit 1 naming why.
+  EXPECT_EQ(RunCommand(Quote(hubload::testing::HubloadBin()) + " env > /dev/full", &out, &err), 1);
+  EXPECT_NE(err.find("cannot write the result to standard output"), std::string::npos) << err;
+}

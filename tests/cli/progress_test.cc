@@ -149,6 +149,33 @@ TEST(Progress, LoadShowsProgressBeforeTheSummary) {
   EXPECT_NE(out.find("/s"), std::string::npos) << out;
 }
 
+// A warning of the load (here the index's wrong metadata.total_size) is
+// printed once on a terminal: on stderr, not again in the summary on stdout.
+TEST(Progress, LoadPrintsEachWarningOnce) {
+  Repo r = Checkpoint();
+  r.files["model.safetensors.index.json"] =
+      "{\"metadata\":{\"total_size\":" + std::to_string(2 * kShard + 1) +
+      "},\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\",\"b\":\"model-00002-of-00002.safetensors\"}}";
+  auto hub = Serve(r, 0);
+  ASSERT_TRUE(hub);
+  TempDir cache;
+  const std::string cmd = Bin() + " load org/m --endpoint " + hub->url() + " --cache-dir " + cache.str();
+  const std::string warning = "metadata.total_size is " + std::to_string(2 * kShard + 1) + " bytes";
+  auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = text.find(warning); at != std::string::npos; at = text.find(warning, at + 1)) ++n;
+    return n;
+  };
+  std::string out, err;
+  ASSERT_EQ(OnTerminal(cmd, &out), 0) << out;
+  EXPECT_EQ(count(out), 1u) << out;
+  EXPECT_NE(out.find("2 tensors"), std::string::npos) << out;
+  // Piped: on stderr only; stdout is the summary.
+  ASSERT_EQ(RunCommand(cmd, &out, &err), 0) << err;
+  EXPECT_EQ(count(err), 1u) << err;
+  EXPECT_EQ(count(out), 0u) << out;
+}
+
 TEST(Progress, LoadNothingWhenPipedQuietOrDisabled) {
   auto hub = Serve(Checkpoint(), 8 * 1024 * 1024);
   ASSERT_TRUE(hub);

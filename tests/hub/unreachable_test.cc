@@ -155,12 +155,20 @@ void ExpectErrorsWithoutCache(const std::string& endpoint) {
   hubload::FileRequest fr;
   fr.repo_id = "org/m";
   fr.filename = "config.json";
-  EXPECT_EQ(client.Download(fr).status().code(), Code::kNetwork);
-  EXPECT_EQ(client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"config.json"}, {}).code(),
-            Code::kNetwork);
+  // The message says the cache could not answer either (huggingface_hub's
+  // LocalEntryNotFoundError), beside the transport's own words.
+  const std::string not_cached = " of org/m at revision 'main' is not in the local cache " + cache.str();
+  auto d = client.Download(fr).status();
+  EXPECT_EQ(d.code(), Code::kNetwork);
+  EXPECT_NE(d.message().find("'config.json'" + not_cached), std::string::npos) << d.ToString();
+  auto df = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"config.json"}, {});
+  EXPECT_EQ(df.code(), Code::kNetwork);
+  EXPECT_NE(df.message().find("a complete snapshot" + not_cached), std::string::npos) << df.ToString();
   hubload::SnapshotRequest sr;
   sr.repo_id = "org/m";
-  EXPECT_EQ(client.Snapshot(sr).status().code(), Code::kNetwork);
+  auto sn = client.Snapshot(sr).status();
+  EXPECT_EQ(sn.code(), Code::kNetwork);
+  EXPECT_NE(sn.message().find("a complete snapshot" + not_cached), std::string::npos) << sn.ToString();
   EXPECT_EQ(sleeps.size(), 5u * 2u) << "each metadata request retried as the policy says";
   EXPECT_TRUE(std::none_of(fs::directory_iterator(cache.path()), fs::directory_iterator(),
                            [](auto& e) { return e.path().filename() == "models--org--m" &&

@@ -141,7 +141,7 @@ void ApplyTo(CLI::App& app) {
     const std::string& n = o->get_name();  // "--long" for a long option
     if (n == "--repo-type") o->check(RepoTypeCheck());
     else if (n == "--dtype") o->check(DtypeCheck());
-    else if (n == "--revision") o->check(NonEmptyCheck());
+    else if (n == "--revision" || n == "--local-dir" || n == "--cache-dir") o->check(NonEmptyCheck());
     else if (n == "--workers" || n == "--max-workers" || n == "--max-shards-in-flight") o->check(PositiveCheck());
   }
   for (CLI::App* sub : app.get_subcommands({})) ApplyTo(*sub);

@@ -5,8 +5,10 @@
 // HF_HUB_DISABLE_PROGRESS_BARS=1), one line per finished file otherwise,
 // nothing with --quiet. FILES and --include/--exclude together: the FILES,
 // with a warning that the patterns are ignored (as hf download).
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -113,9 +115,56 @@ struct Args {
 
 // `download --dry-run`: the listing and a look at the cache; nothing is
 // downloaded and nothing is written into the cache (as hf download --dry-run).
+// With --local-dir and no Hub to ask (offline, unreachable, 5xx), the
+// download answers from the local folder as it is (HubClient::Snapshot): the
+// dry run lists that folder's files (less its .cache/), all cached.
+int DryRunLocalDirAsIs(const Args& a, hubload::RepoType type, const hubload::Status& why) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, uint64_t>> found;
+  std::error_code ec;
+  const fs::path root(a.local_dir);
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code e2;
+    const std::string rel = it->path().lexically_relative(root).generic_string();
+    if (rel == ".cache" && it->is_directory(e2)) it.disable_recursion_pending();
+    else if (it->is_regular_file(e2)) found.emplace_back(rel, it->file_size(e2));
+  }
+  std::sort(found.begin(), found.end());
+  const std::string note = why.message() + "; a download would use the local folder " + a.local_dir + " as it is";
+  uint64_t total = 0;
+  nlohmann::json files = nlohmann::json::array();
+  for (auto& [p, n] : found) {
+    total += n;
+    files.push_back({{"path", p}, {"size", n}, {"cached", true}, {"partial_bytes", 0}, {"bytes_to_fetch", 0}});
+  }
+  if (a.json) {
+    nlohmann::json out = {{"repo_id", a.repo_id}, {"repo_type", hubload::RepoTypeName(type)},
+                          {"revision", a.revision}, {"commit", nullptr}, {"local_dir", a.local_dir},
+                          {"files", files}, {"total_bytes", total}, {"bytes_to_fetch", 0}, {"files_to_fetch", 0},
+                          {"files_cached", found.size()}, {"warnings", {note}}};
+    std::printf("%s\n", hubload::util::DumpJson(out, 2).c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "hubload download: warning: %s\n", note.c_str());
+  std::printf("%12s %12s  %-7s  %s\n", "SIZE", "TO FETCH", "STATE", "FILE");
+  for (auto& [p, n] : found) std::printf("%12llu %12d  cached   %s\n", static_cast<unsigned long long>(n), 0, p.c_str());
+  std::printf("%zu files, %llu bytes (%s); 0 files to fetch, 0 bytes (the local folder as it is)\n", found.size(),
+              static_cast<unsigned long long>(total), hubload::cli::HumanBytes(static_cast<double>(total)).c_str());
+  return 0;
+}
+
 int DryRun(const Args& a, hubload::RepoType type, const hubload::HubClient& client) {
   auto listing = client.ListFiles(a.repo_id, a.revision, type, /*keep_in_cache=*/false);
-  if (!listing.ok()) return hubload::cli::FailStatus("download", listing.status(), a.json);
+  if (!listing.ok()) {
+    const hubload::Code c = listing.status().code();
+    std::error_code ec;
+    if (!a.local_dir.empty() &&
+        (c == hubload::Code::kOfflineMiss || c == hubload::Code::kNetwork || c == hubload::Code::kServerError) &&
+        std::filesystem::is_directory(a.local_dir, ec) && !std::filesystem::is_empty(a.local_dir, ec))
+      return DryRunLocalDirAsIs(a, type, listing.status());
+    return hubload::cli::FailStatus("download", listing.status(), a.json);
+  }
   std::map<std::string, const hubload::RepoFile*> by_path;
   for (auto& f : listing->files) by_path[f.path] = &f;
   std::vector<const hubload::RepoFile*> chosen;

@@ -94,7 +94,9 @@ int Print(const LoadArgs& args, const hubload::PretrainedInfo& info) {
   }
   if (info.source == "hub")
     std::printf("%s@%s (commit %s)\n", info.repo_id.c_str(), info.revision.c_str(), info.commit.c_str());
-  std::fputs(hubload::LoadSummaryText(info).c_str(), stdout);
+  hubload::PretrainedInfo shown = info;  // its warnings went to stderr above: each is printed once
+  shown.warnings.clear();
+  std::fputs(hubload::LoadSummaryText(shown).c_str(), stdout);
   return 0;
 }
 

@@ -10,8 +10,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -251,7 +253,18 @@ int main(int argc, char** argv) {
   while (!g.config.endpoint.empty() && g.config.endpoint.back() == '/') g.config.endpoint.pop_back();
   g.cache_dir_given = cache_dir_opt->count() > 0;
   for (auto& [sub, action] : actions) {
-    if (sub->parsed()) return RunGuarded(sub->get_name(), action);
+    if (!sub->parsed()) continue;
+    const int rc = RunGuarded(sub->get_name(), action);
+    // stdout carries the result (a path, --json): a result that could not be
+    // written (a full disk, a closed stdout) is a failure, as in coreutils.
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      const int e = errno;
+      std::fprintf(stderr, "hubload %s: cannot write the result to standard output: %s\n", sub->get_name().c_str(),
+                   e ? std::strerror(e) : "write error");
+      return rc != 0 ? rc : 1;
+    }
+    return rc;
   }
   return 2;
 }
