@@ -221,11 +221,21 @@ Result<CachedRepo> ScanRepo(const std::string& cache_dir, const std::string& fol
 
 }  // namespace
 
+namespace {
+// kNotFound "NoCache" when `cache_dir` is no folder: absent, or another kind of file (said so).
+Status NoCacheFolder(const std::string& cache_dir) {
+  std::error_code ec;
+  if (fs::is_directory(cache_dir, ec)) return Status::Ok();
+  const bool other = fs::exists(fs::symlink_status(cache_dir, ec));
+  return Status(Code::kNotFound,
+                "cache folder " + cache_dir + (other ? " is not a folder" : " does not exist"), reason::kNoCache,
+                cache_internal::FileCtx(cache_dir));
+}
+}  // namespace
+
 Result<CacheInfo> ScanCache(const std::string& cache_dir) {
   std::error_code ec;
-  if (!fs::is_directory(cache_dir, ec))
-    return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", reason::kNoCache,
-                  cache_internal::FileCtx(cache_dir));
+  if (Status no = NoCacheFolder(cache_dir); !no.ok()) return no;
   CacheInfo info;
   info.cache_dir = cache_dir;
   fs::directory_iterator it(cache_dir, ec);
@@ -353,9 +363,7 @@ Result<PruneReport> PruneIncompleteDownloads(const std::string& cache_dir, doubl
     return Status(Code::kInvalidArgument, "prune: min_age_s must be >= 0 seconds", reason::kBadArgument,
                   cache_internal::FileCtx(cache_dir));
   std::error_code ec;
-  if (!fs::is_directory(cache_dir, ec))
-    return Status(Code::kNotFound, "cache folder " + cache_dir + " does not exist", reason::kNoCache,
-                  cache_internal::FileCtx(cache_dir));
+  if (Status no = NoCacheFolder(cache_dir); !no.ok()) return no;
   fs::directory_iterator top(cache_dir, ec);
   if (ec) return util::IoError("cannot read cache folder", cache_dir, ec.value());
   PruneReport rep;

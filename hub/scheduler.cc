@@ -477,7 +477,10 @@ class Scheduler {
     Job& j = *jobs_[i];
     j.prep.lock.reset();
     j.rw.reset();
-    if (cb_.on_file_done) cb_.on_file_done(j.work.path, local);
+    if (cb_.on_file_done) {
+      std::lock_guard<std::mutex> one_at_a_time(file_done_mu_);  // the callback's calls never overlap (hub.h)
+      cb_.on_file_done(j.work.path, local);
+    }
     std::lock_guard<std::mutex> l(mu_);
     j.st = Job::St::kDone;
     local_paths_[i] = local;
@@ -502,6 +505,7 @@ class Scheduler {
   const DownloadCallbacks& cb_;
   std::vector<std::unique_ptr<Job>> jobs_;
   std::mutex mu_;
+  std::mutex file_done_mu_;  // serialises on_file_done
   std::condition_variable cv_;
   Cancel cancel_;
   Progress progress_;

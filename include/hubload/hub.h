@@ -163,6 +163,8 @@ struct FileBytes {
 struct DownloadCallbacks {
   /// Called once per file, from a worker thread, the moment the file is
   /// complete and verified (or found already cached), in completion order.
+  /// Calls never overlap (serialised), so the callback needs no lock of its
+  /// own for state only it touches; keep it short: others wait for it.
   /// `local_path` is the snapshot pointer (or the local_dir file).
   std::function<void(const std::string& path_in_repo, const std::string& local_path)> on_file_done;
   /// Aggregate progress in bytes (done, total); total counts files whose size

@@ -601,6 +601,17 @@ TEST(CliInput, EmptyFolderOptionsAreUsageErrorsAndAnUnwritableResultFails) {
   EXPECT_EQ(Hubload("download org/m --cache-dir ''", &out, &err), 2);
   EXPECT_NE(err.find("--cache-dir"), std::string::npos) << err;
   EXPECT_TRUE(Names(cache.path()).empty());
+  // A terminal escape in a value the user typed is shown, never acted on.
+  for (const std::string& args : {std::string("download org/m --revision \"$(printf 'x\\033[31mRED')\""),
+                                  std::string("download org/m \"$(printf 'f\\033[31mRED')\"")}) {
+    EXPECT_NE(Hubload("--cache-dir " + Quote(cache.str()) + " " + args, &out, &err, "HF_HUB_OFFLINE=1"), 0) << args;
+    EXPECT_EQ(err.find('\x1b'), std::string::npos) << args << ": " << err;
+    EXPECT_NE(err.find("\\x1b[31mRED"), std::string::npos) << args << ": " << err;
+  }
+  // A cache folder that is a file is said to be one, not to be missing.
+  hubload::testing::WriteFileBytes(cache.path() / "afile", std::string("x"));
+  EXPECT_EQ(Hubload("--cache-dir " + Quote((cache.path() / "afile").string()) + " cache ls", &out, &err), 1);
+  EXPECT_NE(err.find((cache.path() / "afile").string() + " is not a folder"), std::string::npos) << err;
   // The result on stdout cannot be written (a full disk): exit 1 naming why.
   EXPECT_EQ(RunCommand(Quote(hubload::testing::HubloadBin()) + " env > /dev/full", &out, &err), 1);
   EXPECT_NE(err.find("cannot write the result to standard output"), std::string::npos) << err;

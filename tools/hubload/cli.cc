@@ -13,6 +13,7 @@
 
 #include "hubload/cache.h"
 #include "hubload/load.h"
+#include "util/text.h"
 #include "hubload/size.h"
 #include "tools/hubload/cli.h"
 #include "util/json.h"
@@ -42,7 +43,18 @@ std::string ReadEnvironment(Global* g) {
 }
 
 int Fail(const std::string& command, const std::string& message) {
-  std::fprintf(stderr, "hubload %s: %s\n", command.c_str(), message.c_str());
+  // Each line fit for a terminal: a value the user or a server gave (an ESC
+  // in a revision) is shown as \xNN, never acted on; very long ones are cut.
+  std::string shown;
+  size_t from = 0;
+  for (size_t nl = message.find('\n'); ; nl = message.find('\n', from)) {
+    const size_t end = nl == std::string::npos ? message.size() : nl;
+    shown += util::Printable(std::string_view(message).substr(from, end - from), 2000);
+    if (nl == std::string::npos) break;
+    shown += '\n';
+    from = nl + 1;
+  }
+  std::fprintf(stderr, "hubload %s: %s\n", command.c_str(), shown.c_str());
   return 1;
 }
 
