@@ -182,7 +182,22 @@ Result<ResolvedWeights> ResolveWeights(const std::vector<std::string>& repo_file
     st.mutable_context().file = folder;
     return st;
   }
-  Status st(Code::kNotFound, "no weights found in " + where + " (looked for " + JoinList(looked_for) + ")",
+  // A diffusers pipeline root (model_index.json) keeps its weights in
+  // subfolders: name those that have some (the first level only).
+  std::string hint;
+  if (folder.empty()) {
+    std::set<std::string> with_weights;
+    for (const std::string& f : repo_files)
+      if (auto slash = f.find('/'); slash != std::string::npos && slash > 0) {
+        const std::string sub = f.substr(0, slash);
+        if (!with_weights.count(sub) && TryResolve(present, sub, options, options.variant, nullptr))
+          with_weights.insert(sub);
+      }
+    if (!with_weights.empty())
+      hint = "; these subfolders have weights: " +
+             JoinList(std::vector<std::string>(with_weights.begin(), with_weights.end())) + " (load one of them)";
+  }
+  Status st(Code::kNotFound, "no weights found in " + where + " (looked for " + JoinList(looked_for) + ")" + hint,
             reason::kWeightsNotFound);
   st.mutable_context().file = folder;
   return st;

@@ -616,3 +616,27 @@ TEST(CliInput, EmptyFolderOptionsAreUsageErrorsAndAnUnwritableResultFails) {
   EXPECT_EQ(RunCommand(Quote(hubload::testing::HubloadBin()) + " env > /dev/full", &out, &err), 1);
   EXPECT_NE(err.find("cannot write the result to standard output"), std::string::npos) << err;
 }
+
+// --quiet prints the path alone, as hf download --quiet: not even the warning
+// of a Hub that cannot be reached (which the same command prints without it).
+TEST(DownloadQuiet, PrintsThePathAloneEvenWhenAnsweredFromTheCache) {
+  auto hub = hubload::testing::StartTestHub();
+  ASSERT_TRUE(hub);
+  Repo repo(*hub);
+  TempDir cache;
+  std::string out, err;
+  ASSERT_EQ(Hubload("--endpoint " + hub->url() + " --cache-dir " + Quote(cache.str()) + " download org/m --quiet", &out,
+                    &err),
+            0)
+      << err;
+  const std::string down = "--endpoint " + hubload::testing::RefusedUrl() + " --cache-dir " + Quote(cache.str()) +
+                           " download org/m";
+  ASSERT_EQ(Hubload(down, &out, &err), 0) << err;
+  EXPECT_NE(err.find("the Hub could not be reached"), std::string::npos) << err;
+  ASSERT_EQ(Hubload(down + " --quiet", &out, &err), 0) << err;
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(out, (cache.path() / "models--org--m" / "snapshots" / repo.commit).string() + "\n");
+  // Files named beside patterns: the patterns' warning goes too.
+  ASSERT_EQ(Hubload(down + " config.json --include '*.bin' --quiet", &out, &err), 0) << err;
+  EXPECT_EQ(err, "");
+}

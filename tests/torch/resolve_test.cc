@@ -138,6 +138,25 @@ TEST(ResolveWeights, PickleAndShardedBinDefault) {
   EXPECT_NE(n.status().message().find("model.safetensors"), std::string::npos);
 }
 
+// A diffusers pipeline root has no weights of its own: the error names the
+// subfolders that have some (found by the same resolution), not the others.
+TEST(ResolveWeights, PipelineRootNamesTheSubfoldersWithWeights) {
+  ResolveOptions o;
+  auto r = ResolveWeights({"model_index.json", "scheduler/scheduler_config.json", "transformer/config.json",
+                           "transformer/diffusion_pytorch_model.safetensors", "text_encoder/config.json",
+                           "text_encoder/model.safetensors.index.json", "text_encoder/model-00001-of-00001.safetensors"},
+                          o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), "WeightsNotFound");
+  EXPECT_NE(r.status().message().find("these subfolders have weights: text_encoder, transformer"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_EQ(r.status().message().find("scheduler"), std::string::npos) << r.status().ToString();
+  // A root with no subfolder of weights gets no hint.
+  auto n = ResolveWeights({"config.json", "scheduler/scheduler_config.json"}, o);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().message().find("subfolders"), std::string::npos) << n.status().ToString();
+}
+
 TEST(ResolveWeights, BadVariant) {
   ResolveOptions o;
   o.variant = "../x";

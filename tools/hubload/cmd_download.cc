@@ -3,13 +3,15 @@
 // line is the local path (the file when one FILE is given, else the snapshot
 // folder or --local-dir). Progress goes to stderr: bars on a terminal (not with
 // HF_HUB_DISABLE_PROGRESS_BARS=1), one line per finished file otherwise,
-// nothing with --quiet. FILES and --include/--exclude together: the FILES,
-// with a warning that the patterns are ignored (as hf download).
+// nothing with --quiet (no warnings either, as hf download --quiet). FILES
+// and --include/--exclude together: the FILES, with a warning that the
+// patterns are ignored (as hf download).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <spdlog/spdlog.h>
 #include <memory>
 
 #include "hubload/hub.h"
@@ -146,7 +148,7 @@ int DryRunLocalDirAsIs(const Args& a, hubload::RepoType type, const hubload::Sta
     std::printf("%s\n", hubload::util::DumpJson(out, 2).c_str());
     return 0;
   }
-  std::fprintf(stderr, "hubload download: warning: %s\n", note.c_str());
+  if (!a.quiet) std::fprintf(stderr, "hubload download: warning: %s\n", note.c_str());
   std::printf("%12s %12s  %-7s  %s\n", "SIZE", "TO FETCH", "STATE", "FILE");
   for (auto& [p, n] : found) std::printf("%12llu %12d  cached   %s\n", static_cast<unsigned long long>(n), 0, p.c_str());
   std::printf("%zu files, %llu bytes (%s); 0 files to fetch, 0 bytes (the local folder as it is)\n", found.size(),
@@ -271,12 +273,16 @@ int Run(Args a, hubload::cli::Global& g) {
     return rc;
   auto type = hubload::ParseRepoType(a.repo_type);
   if (!type.ok()) return hubload::cli::Fail("download", type.status().message());
+  // --quiet: the path alone, as hf download --quiet, which also silences the
+  // library's warnings; errors are still printed.
+  if (a.quiet) spdlog::set_level(spdlog::level::err);
   // As hf download: named files win over the patterns, with a warning.
   if (!a.files.empty() && (!a.include.empty() || !a.exclude.empty())) {
-    std::fprintf(stderr, "hubload download: warning: ignoring %s since filenames have been explicitly set\n",
-                 !a.include.empty() && !a.exclude.empty() ? "--include and --exclude"
-                 : !a.include.empty()                      ? "--include"
-                                                           : "--exclude");
+    if (!a.quiet)
+      std::fprintf(stderr, "hubload download: warning: ignoring %s since filenames have been explicitly set\n",
+                   !a.include.empty() && !a.exclude.empty() ? "--include and --exclude"
+                   : !a.include.empty()                      ? "--include"
+                                                             : "--exclude");
     a.include.clear();
     a.exclude.clear();
   }
