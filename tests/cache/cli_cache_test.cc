@@ -90,7 +90,8 @@ TEST(CacheCli, DownloadWithoutSymlinkSupportMovesNewBlobsAndWarnsOnce) {
 
   // One file (HubClient::Download).
   std::string out, err;
-  ASSERT_EQ(Hubload(env, "download org/m w.bin --quiet", &out, &err), 0) << err;
+  // Not --quiet: that hides warnings, as hf download --quiet does.
+  ASSERT_EQ(Hubload(env, "download org/m w.bin", &out, &err), 0) << err;
   EXPECT_EQ(LastLine(out), snap + "/w.bin");
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(snap + "/w.bin")));
   EXPECT_EQ(FileSha256(snap + "/w.bin"), Sha256(w));
@@ -100,7 +101,7 @@ TEST(CacheCli, DownloadWithoutSymlinkSupportMovesNewBlobsAndWarnsOnce) {
   EXPECT_EQ(LinesContaining(out, "symlink").size(), 0u) << out;
 
   // Two more files in one process: still a single warning.
-  ASSERT_EQ(Hubload(env, "download org/m a.bin config.json --quiet", &out, &err), 0) << err;
+  ASSERT_EQ(Hubload(env, "download org/m a.bin config.json", &out, &err), 0) << err;
   EXPECT_EQ(FileSha256(snap + "/a.bin"), Sha256(a));
   EXPECT_EQ(FileSha256(snap + "/config.json"), Sha256(cfg));
   EXPECT_EQ(LinesContaining(err + out, "symlink").size(), 1u) << "stderr:\n" << err << "stdout:\n" << out;
