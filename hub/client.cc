@@ -124,11 +124,10 @@ struct HubClient::Impl : Session {
       *why = sha.status();
       return *cached;
     }
-    if (!sha.ok() && !answered_elsewhere) return hub_internal::NotCachedEither(rc, rev, "a complete snapshot", sha.status());
+    if (!sha.ok() && !answered_elsewhere)
+      return hub_internal::NotCachedEither(rc, rev, "a complete snapshot", sha.status());
     return sha;
   }
-
-
 
   // The listing of `commit` kept in the cache: trees/<commit>.json, else the snapshot folder.
   Result<RepoListing> ListCached(const RepoCache& rc, const std::string& commit) const {
