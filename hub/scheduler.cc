@@ -477,10 +477,9 @@ class Scheduler {
     Job& j = *jobs_[i];
     j.prep.lock.reset();
     j.rw.reset();
-    if (cb_.on_file_done) {
-      std::lock_guard<std::mutex> one_at_a_time(file_done_mu_);  // the callback's calls never overlap (hub.h)
-      cb_.on_file_done(j.work.path, local);
-    }
+    // Not serialised: a consumer may block here (the loaders' backpressure
+    // holds a later shard) while the file it waits for completes (hub.h).
+    if (cb_.on_file_done) cb_.on_file_done(j.work.path, local);
     std::lock_guard<std::mutex> l(mu_);
     j.st = Job::St::kDone;
     local_paths_[i] = local;
@@ -505,7 +504,6 @@ class Scheduler {
   const DownloadCallbacks& cb_;
   std::vector<std::unique_ptr<Job>> jobs_;
   std::mutex mu_;
-  std::mutex file_done_mu_;  // serialises on_file_done
   std::condition_variable cv_;
   Cancel cancel_;
   Progress progress_;

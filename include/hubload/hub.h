@@ -163,8 +163,9 @@ struct FileBytes {
 struct DownloadCallbacks {
   /// Called once per file, from a worker thread, the moment the file is
   /// complete and verified (or found already cached), in completion order.
-  /// Calls never overlap (serialised), so the callback needs no lock of its
-  /// own for state only it touches; keep it short: others wait for it.
+  /// Calls for different files may come at once from several threads: the
+  /// callback synchronises its own state. A call may block (the loaders hold
+  /// a later shard back this way) without holding back other files' calls.
   /// `local_path` is the snapshot pointer (or the local_dir file).
   std::function<void(const std::string& path_in_repo, const std::string& local_path)> on_file_done;
   /// Aggregate progress in bytes (done, total); total counts files whose size

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -537,4 +538,35 @@ TEST(Verify, RegularFileWithWrongBytesIsRefusedByItsGitBlobSha1) {
   ASSERT_OK(good);
   auto b = hubload::testing::ReadFileBytes(*good);
   EXPECT_EQ(std::string(b.begin(), b.end()), config);
+}
+
+// on_file_done may block (the loaders hold a later shard back until the
+// driver has taken the earlier ones) without holding back the call for
+// another file: a later file's callback that waits for the earlier file's
+// callback sees it arrive. A scheduler that serialised the calls would keep
+// the earlier file's call waiting behind it, a deadlock the 10 s bound of
+// the wait below turns into a failure.
+TEST(Schedule, ABlockingFileDoneCallbackDoesNotHoldBackOtherFiles) {
+  // "late" is small and done at once; "early" (listed first) takes ~1 s on the shared link.
+  Repo r({{"early.bin", PatternBytes(2 * kMiB, 71)}, {"late.bin", PatternBytes(2000, 72)}}, 2 * kMiB);
+  ASSERT_TRUE(r.hub);
+  TempDir cache;
+  hubload::HubClient client(Opts(*r.hub, cache.str()));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool early_done = false, late_saw_early = false, late_called = false;
+  hubload::DownloadCallbacks cb;
+  cb.on_file_done = [&](const std::string& p, const std::string&) {
+    std::unique_lock<std::mutex> l(mu);
+    if (p == "early.bin") {
+      early_done = true;
+      cv.notify_all();
+      return;
+    }
+    late_called = true;
+    late_saw_early = cv.wait_for(l, std::chrono::seconds(10), [&] { return early_done; });
+  };
+  ASSERT_OK(client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"early.bin", "late.bin"}, cb));
+  EXPECT_TRUE(late_called);
+  EXPECT_TRUE(late_saw_early) << "the callback for early.bin was held back while late.bin's call waited";
 }

@@ -102,7 +102,11 @@ void ExpectServedFromCache(const std::string& endpoint) {
   std::vector<std::string> done;
   std::vector<std::pair<uint64_t, uint64_t>> progress;
   hubload::DownloadCallbacks cb;
-  cb.on_file_done = [&](const std::string& path, const std::string&) { done.push_back(path); };
+  std::mutex mu;  // calls for different files may overlap (hub.h)
+  cb.on_file_done = [&](const std::string& path, const std::string&) {
+    std::lock_guard<std::mutex> l(mu);
+    done.push_back(path);
+  };
   cb.on_progress = [&](uint64_t d, uint64_t t) { progress.emplace_back(d, t); };
   auto st = client.DownloadFiles("org/m", "main", hubload::RepoType::kModel, {"model.safetensors", "config.json"}, cb);
   ASSERT_OK(st);
