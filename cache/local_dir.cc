@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -65,6 +66,25 @@ Status WriteLocalDirMeta(const std::string& dir, const std::string& path, const 
   HUBLOAD_RETURN_IF_ERROR(WriteCacheDirTag(base));
   double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return util::AtomicWriteFile(LocalDirMetaPath(dir, path), commit + "\n" + etag + "\n" + std::to_string(now) + "\n");
+}
+
+std::vector<std::pair<std::string, uint64_t>> ListLocalDirFiles(const std::string& dir) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  const fs::path root(dir);
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const std::string rel = it->path().lexically_relative(root).generic_string();
+    std::error_code e2;
+    if (it->is_directory(e2)) {
+      if (rel == ".cache") it.disable_recursion_pending();  // the local_dir metadata (.cache/huggingface)
+      continue;
+    }
+    const uintmax_t n = it->is_regular_file(e2) ? it->file_size(e2) : 0;
+    out.emplace_back(rel, e2 ? 0 : static_cast<uint64_t>(n));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace hubload::cache_internal

@@ -8,8 +8,11 @@
 // download). Thread safety: free functions; writers replace files atomically.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hubload/status.h"
 
@@ -34,5 +37,12 @@ std::optional<LocalDirMeta> ReadLocalDirMeta(const std::string& dir, const std::
 /// Errors: IoError's.
 Status WriteLocalDirMeta(const std::string& dir, const std::string& path, const std::string& commit,
                          const std::string& etag);
+
+/// The files of a local_dir as a download left them: every entry below `dir`
+/// that is not a folder, as a '/'-separated path relative to `dir`, with its
+/// size in bytes (0 when it is no regular file); the metadata folder .cache/
+/// at the top is left out. Sorted by path. An unreadable folder ends the walk
+/// (what was read so far is returned). Reads only; never fails.
+std::vector<std::pair<std::string, uint64_t>> ListLocalDirFiles(const std::string& dir);
 
 }  // namespace hubload::cache_internal

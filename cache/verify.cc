@@ -7,6 +7,7 @@
 
 #include "cache/util.h"
 #include "hubload/cache.h"
+#include "cache/local_dir.h"
 #include "hubload/reasons.h"
 #include "util/digest.h"
 
@@ -72,18 +73,8 @@ Result<VerifyReport> VerifyFolder(const std::string& folder, const std::vector<E
     ++prog.files_done;
     if (on_progress) on_progress(prog);
   }
-  const fs::path root(folder);
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    std::string rel = it->path().lexically_relative(root).generic_string();
-    std::error_code e2;
-    if (rel == ".cache" && it->is_directory(e2)) {
-      it.disable_recursion_pending();  // local_dir metadata (.cache/huggingface)
-      continue;
-    }
-    if (it->is_directory(e2)) continue;
+  for (const auto& [rel, size] : cache_internal::ListLocalDirFiles(folder))
     if (!listed.count(rel)) rep.extra.push_back(rel);
-  }
   for (auto* v : {&rep.verified, &rep.mismatched, &rep.missing, &rep.extra}) std::sort(v->begin(), v->end());
   return rep;
 }

@@ -6,7 +6,6 @@
 // nothing with --quiet (no warnings either, as hf download --quiet). FILES
 // and --include/--exclude together: the FILES, with a warning that the
 // patterns are ignored (as hf download).
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "hubload/hub.h"
 #include <nlohmann/json.hpp>
 
+#include "cache/local_dir.h"
 #include "hubload/cache.h"
 #include "tools/hubload/cli.h"
 #include "tools/hubload/hf_uri.h"
@@ -121,18 +121,7 @@ struct Args {
 // download answers from the local folder as it is (HubClient::Snapshot): the
 // dry run lists that folder's files (less its .cache/), all cached.
 int DryRunLocalDirAsIs(const Args& a, hubload::RepoType type, const hubload::Status& why) {
-  namespace fs = std::filesystem;
-  std::vector<std::pair<std::string, uint64_t>> found;
-  std::error_code ec;
-  const fs::path root(a.local_dir);
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    std::error_code e2;
-    const std::string rel = it->path().lexically_relative(root).generic_string();
-    if (rel == ".cache" && it->is_directory(e2)) it.disable_recursion_pending();
-    else if (it->is_regular_file(e2)) found.emplace_back(rel, it->file_size(e2));
-  }
-  std::sort(found.begin(), found.end());
+  const auto found = hubload::cache_internal::ListLocalDirFiles(a.local_dir);
   const std::string note = why.message() + "; a download would use the local folder " + a.local_dir + " as it is";
   uint64_t total = 0;
   nlohmann::json files = nlohmann::json::array();
